@@ -1,0 +1,73 @@
+# tern build. Sources are discovered by directory: every src/**/*.c goes into
+# libtern.a except src/cli (the tern binary); every tests/unit/test_*.c is one test
+# program. Files named *_avx2.c / *_avx512.c are compiled for that ISA only and are
+# reached through run-time CPU dispatch, so the binary runs on any x86-64.
+#
+#   make            release build into build/
+#   make SAN=1      ASan+UBSan build into build-san/
+#   make test       build and run the unit tests (prints "N passed, N failed")
+
+CC      ?= gcc
+SAN     ?= 0
+ifeq ($(SAN),1)
+  B       := build-san
+  OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDSAN   := -fsanitize=address,undefined
+else
+  B       := build
+  OPT     := -O2 -g
+  LDSAN   :=
+endif
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Iinclude -Isrc -pthread -fPIC
+LIBS    := -lm -lpthread -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd
+
+ISA_AVX2   := -mavx2 -mfma -mf16c
+ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/backend/cuda/*' | sort)
+CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
+TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(B)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
+
+all: $(B)/tern $(TEST_BIN)
+
+$(B)/libtern.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/tern: $(CLI_OBJ) $(B)/libtern.a
+	$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJ) $(B)/libtern.a $(LIBS)
+
+$(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(LIBS) $(LDSAN)
+
+$(B)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ISA_AVX512) -MMD -MP -c -o $@ $<
+
+$(B)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ISA_AVX2) -MMD -MP -c -o $@ $<
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
+
+test: all
+	@scripts/run_unit_tests.sh $(B)
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+.PHONY: all test clean
+.SECONDARY:

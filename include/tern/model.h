@@ -1,0 +1,34 @@
+/* A loaded model: config + mmapped weights + the family's forward pass.
+ *
+ * tern_model_load returns an owned handle; tern_model_free releases it and
+ * every mapping. Models are read-only after load and may be shared by threads;
+ * per-sequence state lives in KV objects (tern/kv.h) and forward batches. */
+#ifndef TERN_MODEL_H
+#define TERN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/status.h"
+
+typedef struct tern_model tern_model;
+
+typedef struct {
+    int n_threads;      /* compute threads; 0 = all online cores */
+} tern_model_opts;
+
+/* path: a model directory (config.json + safetensors) or a Hugging Face cache
+ * directory (models--org--name, resolved through refs/main or the single
+ * snapshot). opts may be NULL. *out receives an owned model. */
+tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_model **out);
+void tern_model_free(tern_model *m);
+
+int tern_model_vocab_size(const tern_model *m);
+int tern_model_max_context(const tern_model *m);
+/* End-of-sequence ids from config.json (borrowed array, *n set). */
+const int32_t *tern_model_eos_ids(const tern_model *m, int *n);
+/* Directory the model was loaded from (borrowed). */
+const char *tern_model_dir(const tern_model *m);
+const char *tern_model_type(const tern_model *m);
+
+#endif

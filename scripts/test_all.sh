@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite: the unit tests (release build
+# and an ASan/UBSan build), then the Python tests (pytest) that drive the tern
+# binary against goldens made by the reference implementations.
+# The last line is "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+make -j"$(nproc)" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+pass=0; fail=0
+count() { # parses "unit: N passed, N failed" from a log
+  local p f
+  p=$(grep -Eo '[0-9]+ passed' "$1" | tail -1 | grep -Eo '[0-9]+'); f=$(grep -Eo '[0-9]+ failed' "$1" | tail -1 | grep -Eo '[0-9]+')
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+}
+log=$(mktemp)
+echo "== unit tests (release)"; scripts/run_unit_tests.sh build | tee "$log"; count "$log"
+echo "== unit tests (ASan/UBSan)"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 scripts/run_unit_tests.sh build-san | tee "$log"; count "$log"
+echo "== python tests"
+python3 -m pytest -q tests/py 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then grep -qE '[0-9]+ failed' "$log" || fail=$((fail + 1)); fi
+count "$log"
+rm -f "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

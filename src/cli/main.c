@@ -1,0 +1,35 @@
+/* tern: command-line entry point; dispatches to one cmd_*.c per command. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+/* Declared here so that adding a command is one line in each list below. */
+int tern_cmd_version(int argc, char **argv);
+
+const tern_cli_command tern_cli_commands[] = {
+    {"version", tern_cmd_version, "print the version"},
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tern <command> [options]\n\ncommands:\n");
+    for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
+        fprintf(f, "  %-12s %s\n", c->name, c->summary);
+    fprintf(f, "\n`tern <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
+        if (!strcmp(argv[1], c->name))
+            return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "tern: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
