@@ -1,0 +1,49 @@
+/* Element types of tensors as stored in checkpoints, and scalar conversions. */
+#ifndef TERN_DTYPE_H
+#define TERN_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum {
+    TERN_DT_F32 = 0,
+    TERN_DT_F16,
+    TERN_DT_BF16,
+    TERN_DT_I32,
+    TERN_DT_U32,
+    TERN_DT_I64,
+    TERN_DT_U8,
+    TERN_DT_COUNT
+} tern_dtype;
+
+/* Bytes per element; 0 for an invalid dtype. */
+size_t tern_dtype_size(tern_dtype dt);
+/* Safetensors spelling ("F32", "BF16", ...). */
+const char *tern_dtype_name(tern_dtype dt);
+/* Parses a safetensors dtype string; returns 0 and sets *dt, or -1. */
+int tern_dtype_parse(const char *s, tern_dtype *dt);
+
+static inline float tern_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Round to nearest even; NaN stays NaN. */
+static inline uint16_t tern_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float tern_f16_to_f32(uint16_t h);
+uint16_t tern_f32_to_f16(float f);
+
+#endif

@@ -1,0 +1,32 @@
+/* Matrix products against checkpoint weights: y[M,N] = x[M,K] · W[N,K]^T.
+ *
+ * x and y are float32, row-major; W is row-major [N,K] in its stored dtype
+ * (F32, F16 or BF16), read in place (it is usually an mmapped checkpoint).
+ * All pointers are borrowed. Accumulation is float32.
+ *
+ * Batch invariance: every y[m,n] is computed by the same sequence of
+ * operations whatever M, the other rows of x, and the thread count, so a row
+ * gives bit-identical results alone or inside any batch. */
+#ifndef TERN_CPU_MATMUL_H
+#define TERN_CPU_MATMUL_H
+
+#include "core/threadpool.h"
+#include "tern/dtype.h"
+#include "tern/status.h"
+
+typedef enum {
+    /* activations stay float32: the reference path (parity with HF float32) */
+    TERN_ACT_F32 = 0,
+    /* activations are rounded to bf16 before the product with BF16 weights
+     * (F32/F16 weights are unaffected): the fast path */
+    TERN_ACT_BF16 = 1
+} tern_act_mode;
+
+tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
+                            const void *w, tern_dtype wdt, int N, float *y);
+
+/* The scalar reference every fast kernel is tested against (single thread). */
+void tern_cpu_matmul_ref(tern_act_mode mode, const float *x, int M, int K, const void *w,
+                         tern_dtype wdt, int N, float *y);
+
+#endif
