@@ -1,0 +1,181 @@
+/* Float routines shared by the sampler, rounding as MLX's CPU backend does:
+ * its exp polynomial, its logsumexp order of operations, and total orders that
+ * reproduce its argpartition tie rules. */
+#include "engine/sampler_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float tern_mlx_expf(float xi)
+{
+    if (isnan(xi))
+        return xi;
+    if (xi > 88.0f)
+        return INFINITY;
+    if (xi < -88.0f)
+        return 0.0f;
+    /* 2^(x/ln 2): integer part by exponent bits, fraction by polynomial.
+     * MLX rounds x + 0.5 in double before the floor. */
+    float x = xi * 1.442695f;
+    float ipart = (float)floor((double)x + 0.5);
+    float fpart = x - ipart;
+    float p = 1.535336188319500e-4f;
+    p = fmaf(p, fpart, 1.339887440266574e-3f);
+    p = fmaf(p, fpart, 9.618437357674640e-3f);
+    p = fmaf(p, fpart, 5.550332471162809e-2f);
+    p = fmaf(p, fpart, 2.402264791363012e-1f);
+    p = fmaf(p, fpart, 6.931472028550421e-1f);
+    p = fmaf(p, fpart, 1.000000000000000f);
+    uint32_t bits = (uint32_t)((int)ipart + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return scale * p;
+}
+
+static float max_nan(float a, float b)
+{
+    if (isnan(a))
+        return a;
+    if (isnan(b))
+        return b;
+    return a > b ? a : b;
+}
+
+float tern_mlx_logsumexp(const float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = max_nan(x[i], mx);
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++)
+        sum += tern_mlx_expf(x[i] - mx);
+    if (isinf(mx))
+        return mx;
+    return logf(sum) + mx;
+}
+
+tern_status tern_sampler_ws_init(tern_sampler_ws *ws, int n)
+{
+    memset(ws, 0, sizeof *ws);
+    size_t m = n > 0 ? (size_t)n : 1;
+    ws->f = malloc(m * sizeof *ws->f);
+    ws->f2 = malloc(m * sizeof *ws->f2);
+    ws->u0 = malloc(m * sizeof *ws->u0);
+    ws->u1 = malloc(m * sizeof *ws->u1);
+    ws->keep = malloc(m);
+    if (!ws->f || !ws->f2 || !ws->u0 || !ws->u1 || !ws->keep) {
+        tern_sampler_ws_free(ws);
+        return tern_error(TERN_E_NOMEM, "sampler: out of memory for %d-entry scratch", n);
+    }
+    ws->cap = n;
+    return TERN_OK;
+}
+
+void tern_sampler_ws_free(tern_sampler_ws *ws)
+{
+    free(ws->f);
+    free(ws->f2);
+    free(ws->u0);
+    free(ws->u1);
+    free(ws->keep);
+    memset(ws, 0, sizeof *ws);
+}
+
+/* Unsigned key whose order is float order: -0 folds onto +0 (they compare
+ * equal), every NaN maps to the top (MLX sorts NaN last). */
+static uint32_t float_key(float f)
+{
+    uint32_t b;
+    if (isnan(f))
+        return 0xFFFFFFFFu;
+    if (f == 0.0f)
+        f = 0.0f;
+    memcpy(&b, &f, sizeof b);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+static float key_float(uint32_t k)
+{
+    uint32_t b = (k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* LSD radix sort, four 8-bit passes; the result ends back in a. */
+static void radix_sort_u32(uint32_t *a, uint32_t *tmp, int n)
+{
+    uint32_t *src = a, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (int i = 0; i < n; i++)
+            count[((src[i] >> shift) & 0xFFu) + 1]++;
+        for (int b = 0; b < 256; b++)
+            count[b + 1] += count[b];
+        for (int i = 0; i < n; i++)
+            dst[count[(src[i] >> shift) & 0xFFu]++] = src[i];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+}
+
+void tern_sort_floats(float *x, int n, tern_sampler_ws *ws)
+{
+    for (int i = 0; i < n; i++)
+        ws->u0[i] = float_key(x[i]);
+    radix_sort_u32(ws->u0, ws->u1, n);
+    for (int i = 0; i < n; i++)
+        x[i] = key_float(ws->u0[i]);
+}
+
+void tern_select_top(const float *x, int n, int k, int prefer_high_index, tern_sampler_ws *ws)
+{
+    memset(ws->keep, 0, (size_t)n);
+    if (k <= 0)
+        return;
+    if (k >= n) {
+        memset(ws->keep, 1, (size_t)n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        ws->u0[i] = float_key(x[i]);
+    radix_sort_u32(ws->u0, ws->u1, n);
+    uint32_t kth = ws->u0[n - k];
+    int above = 0;
+    for (int i = 0; i < n; i++) {
+        if (float_key(x[i]) > kth) {
+            ws->keep[i] = 1;
+            above++;
+        }
+    }
+    int ties = k - above;
+    if (prefer_high_index) {
+        for (int i = n - 1; i >= 0 && ties > 0; i--)
+            if (float_key(x[i]) == kth) {
+                ws->keep[i] = 1;
+                ties--;
+            }
+    } else {
+        for (int i = 0; i < n && ties > 0; i++)
+            if (float_key(x[i]) == kth) {
+                ws->keep[i] = 1;
+                ties--;
+            }
+    }
+}
+
+int32_t tern_argmax(const float *x, int n)
+{
+    if (n <= 0)
+        return 0;
+    int32_t best = 0;
+    float v = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > v) {
+            v = x[i];
+            best = i;
+        }
+    return best;
+}
