@@ -1,40 +1,133 @@
 #include "backend/cpu/matmul.h"
 
-/* Portable kernel: one task per block of output columns; each y[m,n] is a
- * plain float32 dot product in k order, so results do not depend on M or on
- * the split across threads. ISA-specific kernels replace this at run time. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "backend/cpu/isa.h"
+#include "backend/cpu/matmul_kern.h"
+
+/* Dispatch: one table per ISA (filled once), indexed by weight dtype; the
+ * work is cut into blocks of rows of x by rows of w, one pool task each.
+ * Every kernel computes each y[m,n] by a sequence of operations fixed by the
+ * ISA and dtype alone (see matmul_kern.h), so cutting the work differently
+ * for other M, N or thread counts never changes a result. */
+
+/* Portable kernel: plain float32 dot product in k order. */
+static void portable_block(tern_dtype wdt, const float *x, long ldx, int M, int K,
+                           const void *w, int n0, int n1, float *y, long ldy)
+{
+    for (int n = n0; n < n1; n++)
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + m * ldx;
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) {
+                long i = (long)n * K + k;
+                float b;
+                if (wdt == TERN_DT_F32) b = ((const float *)w)[i];
+                else if (wdt == TERN_DT_BF16) b = tern_bf16_to_f32(((const uint16_t *)w)[i]);
+                else b = tern_f16_to_f32(((const uint16_t *)w)[i]);
+                acc += xr[k] * b;
+            }
+            y[m * ldy + n] = acc;
+        }
+}
+
+static void portable_f32(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                         float *y, long ldy)
+{
+    portable_block(TERN_DT_F32, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void portable_f16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                         float *y, long ldy)
+{
+    portable_block(TERN_DT_F16, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void portable_bf16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                          float *y, long ldy)
+{
+    portable_block(TERN_DT_BF16, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+/* bf16 rounding kept as float32 values (ISAs without bf16 arithmetic). */
+static void portable_round(const float *x, int M, int K, void *outv, long ldo)
+{
+    float *out = outv;
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            out[(long)m * ldo + k] = tern_bf16_to_f32(tern_f32_to_bf16(x[(long)m * K + k]));
+}
+
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static tern_mm_table tables[TERN_CPU_ISA_COUNT];
+
+static void tables_fill(void)
+{
+    tern_mm_table *p = &tables[TERN_CPU_ISA_SCALAR];
+    p->f32act[TERN_DT_F32] = portable_f32;
+    p->f32act[TERN_DT_F16] = portable_f16;
+    p->f32act[TERN_DT_BF16] = portable_bf16;
+    p->bf16act = portable_bf16;
+    if (tern_cpu_isa_supported(TERN_CPU_ISA_AVX2)) tern_mm_table_avx2(&tables[TERN_CPU_ISA_AVX2]);
+    if (tern_cpu_isa_supported(TERN_CPU_ISA_AVX512)) tern_mm_table_avx512(&tables[TERN_CPU_ISA_AVX512]);
+    for (int i = 0; i < TERN_CPU_ISA_COUNT; i++) {
+        if (!tables[i].round_act) {
+            tables[i].round_act = portable_round;
+            tables[i].act_elem_bytes = 4;
+            tables[i].act_k_align = 1;
+        }
+    }
+}
+
 typedef struct {
-    tern_act_mode mode;
-    const float *x;
+    tern_mm_kernel fn;
+    const char *x;          /* activations as the kernel reads them */
+    long ldx;               /* elements per row of x */
+    int xsz;                /* bytes per element of x */
     int M, K, N;
     const void *w;
-    tern_dtype wdt;
     float *y;
+    int mb, nb, n_mblk;
 } mm_job;
 
-enum { MM_COLS_PER_TASK = 16 };
-
-static void mm_task(void *arg, int task)
+static void mm_task(void *arg, int t)
 {
     const mm_job *j = arg;
-    int n0 = task * MM_COLS_PER_TASK, n1 = n0 + MM_COLS_PER_TASK;
-    if (n1 > j->N) n1 = j->N;
-    int round_act = j->mode == TERN_ACT_BF16 && j->wdt == TERN_DT_BF16;
-    for (int n = n0; n < n1; n++)
-        for (int m = 0; m < j->M; m++) {
-            const float *xr = j->x + (long)m * j->K;
-            float acc = 0.0f;
-            for (int k = 0; k < j->K; k++) {
-                float a = round_act ? tern_bf16_to_f32(tern_f32_to_bf16(xr[k])) : xr[k];
-                float b;
-                long i = (long)n * j->K + k;
-                if (j->wdt == TERN_DT_F32) b = ((const float *)j->w)[i];
-                else if (j->wdt == TERN_DT_BF16) b = tern_bf16_to_f32(((const uint16_t *)j->w)[i]);
-                else b = tern_f16_to_f32(((const uint16_t *)j->w)[i]);
-                acc += a * b;
-            }
-            j->y[(long)m * j->N + n] = acc;
-        }
+    int m0 = (t % j->n_mblk) * j->mb, n0 = (t / j->n_mblk) * j->nb;
+    int m1 = m0 + j->mb < j->M ? m0 + j->mb : j->M;
+    int n1 = n0 + j->nb < j->N ? n0 + j->nb : j->N;
+    j->fn(j->x + (size_t)m0 * (size_t)j->ldx * (size_t)j->xsz, j->ldx, m1 - m0, j->K, j->w,
+          n0, n1, j->y + (size_t)m0 * (size_t)j->N, j->N);
+}
+
+static int round_up(int v, int a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* Few rows (decode, small batches): the product is bound by streaming w, so
+ * all rows share one pass and N is cut into contiguous slices, several per
+ * thread so a busy core does not hold up the rest. Many rows (prefill):
+ * blocks of x rows by w rows that stay resident in L2 while register tiles
+ * reuse every loaded weight across several rows. */
+enum { MM_SMALL_M = 8, MM_MBLOCK = 48, MM_NALIGN = 24 };
+
+static void mm_plan(mm_job *j, size_t wsz, int threads)
+{
+    size_t row = (size_t)j->K * wsz;
+    if (j->M <= MM_SMALL_M) {
+        j->mb = j->M;
+        int per_thread = (j->N + threads * 4 - 1) / (threads * 4);
+        int cap = (int)((512u << 10) / row);
+        j->nb = per_thread < cap ? per_thread : cap;
+    } else {
+        j->mb = MM_MBLOCK;
+        j->nb = (int)((192u << 10) / row);
+    }
+    if (j->nb < MM_NALIGN) j->nb = MM_NALIGN;
+    j->nb = round_up(j->nb, MM_NALIGN);
+    j->n_mblk = (j->M + j->mb - 1) / j->mb;
 }
 
 tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
@@ -46,7 +139,36 @@ tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x,
         return tern_error(TERN_E_UNSUPPORTED, "matmul: weight dtype %s not supported",
                           tern_dtype_name(wdt));
     if (M == 0) return TERN_OK;
-    mm_job j = {mode, x, M, K, N, w, wdt, y};
-    tern_pool_run(pool, mm_task, &j, (N + MM_COLS_PER_TASK - 1) / MM_COLS_PER_TASK);
+    pthread_once(&tables_once, tables_fill);
+    const tern_mm_table *tab = &tables[tern_cpu_isa_active()];
+
+    mm_job j = {0};
+    j.M = M;
+    j.K = K;
+    j.N = N;
+    j.w = w;
+    j.y = y;
+    void *scratch = NULL;
+    if (mode == TERN_ACT_BF16 && wdt == TERN_DT_BF16) {
+        long ld = round_up(K, tab->act_k_align);
+        size_t bytes = (size_t)M * (size_t)ld * (size_t)tab->act_elem_bytes;
+        scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!scratch)
+            return tern_error(TERN_E_NOMEM, "matmul: no memory for %zu bytes of activations", bytes);
+        tab->round_act(x, M, K, scratch, ld);
+        j.fn = tab->bf16act;
+        j.x = scratch;
+        j.ldx = ld;
+        j.xsz = tab->act_elem_bytes;
+    } else {
+        j.fn = tab->f32act[wdt];
+        j.x = (const char *)x;
+        j.ldx = K;
+        j.xsz = 4;
+    }
+    mm_plan(&j, tern_dtype_size(wdt), tern_pool_threads(pool));
+    int n_nblk = (N + j.nb - 1) / j.nb;
+    tern_pool_run(pool, mm_task, &j, j.n_mblk * n_nblk);
+    free(scratch);
     return TERN_OK;
 }

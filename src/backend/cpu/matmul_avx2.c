@@ -1,0 +1,156 @@
+/* AVX2 + FMA + F16C matmul kernels (reached only after the cpuid check).
+ *
+ * Per output element the arithmetic is fixed: one 8-lane float32
+ * accumulator, fma over k in steps of 8, the last partial step with
+ * zeroed lanes, then the 8 lanes summed by the tree in hsum8. In
+ * TERN_ACT_BF16 mode the dispatcher hands this file activations already
+ * rounded to bf16 values (held as float32), so the bf16 x bf16 product is
+ * the float32-activation kernel on those values. Register tiles of MR rows
+ * of x by NR rows of w never change the arithmetic of one element. */
+#include "backend/cpu/matmul_kern.h"
+
+#include <immintrin.h>
+
+#include "tern/dtype.h"
+
+#define KERN_INLINE static inline __attribute__((always_inline))
+
+enum { MR = 3, NR = 4 };
+
+KERN_INLINE float hsum8(__m256 v)
+{
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+KERN_INLINE __m256 widen8(tern_dtype wdt, __m128i h)
+{
+    if (wdt == TERN_DT_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+KERN_INLINE __m256 load_w8(tern_dtype wdt, const void *w, long i)
+{
+    if (wdt == TERN_DT_F32) return _mm256_loadu_ps((const float *)w + i);
+    return widen8(wdt, _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+}
+
+/* The tail (n < 8 elements) goes through a zeroed stack copy: AVX2 has no
+ * masked 16-bit loads, and a copy never reads past the row. */
+KERN_INLINE __m256 load_w8_tail(tern_dtype wdt, const void *w, long i, int n)
+{
+    if (wdt == TERN_DT_F32) {
+        float t[8] = {0};
+        for (int e = 0; e < n; e++) t[e] = ((const float *)w)[i + e];
+        return _mm256_loadu_ps(t);
+    }
+    uint16_t t[8] = {0};
+    for (int e = 0; e < n; e++) t[e] = ((const uint16_t *)w)[i + e];
+    return widen8(wdt, _mm_loadu_si128((const __m128i *)t));
+}
+
+KERN_INLINE __m256 load_x8_tail(const float *x, int n)
+{
+    float t[8] = {0};
+    for (int e = 0; e < n; e++) t[e] = x[e];
+    return _mm256_loadu_ps(t);
+}
+
+KERN_INLINE void tile(tern_dtype wdt, int mr, int nr, const float *x, long ldx, int K,
+                      const void *w, float *y, long ldy)
+{
+    __m256 acc[MR][NR];
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
+    long k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv[MR];
+#pragma GCC unroll 3
+        for (int i = 0; i < MR; i++)
+            xv[i] = i < mr ? _mm256_loadu_ps(x + i * ldx + k) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) continue;
+            __m256 wv = load_w8(wdt, w, j * (long)K + k);
+#pragma GCC unroll 3
+            for (int i = 0; i < MR; i++)
+                if (i < mr) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+    if (k < K) {
+        int rem = (int)(K - k);
+        __m256 xv[MR];
+#pragma GCC unroll 3
+        for (int i = 0; i < MR; i++)
+            xv[i] = i < mr ? load_x8_tail(x + i * ldx + k, rem) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) continue;
+            __m256 wv = load_w8_tail(wdt, w, j * (long)K + k, rem);
+#pragma GCC unroll 3
+            for (int i = 0; i < MR; i++)
+                if (i < mr) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            if (i < mr && j < nr) y[i * ldy + j] = hsum8(acc[i][j]);
+}
+
+KERN_INLINE void block(tern_dtype wdt, const float *x, long ldx, int M, int K, const void *w,
+                       int n0, int n1, float *y, long ldy)
+{
+    size_t wsz = tern_dtype_size(wdt);
+    for (int m = 0; m < M; m += MR) {
+        int mr = M - m < MR ? M - m : MR;
+        const float *xm = x + m * ldx;
+        float *ym = y + m * ldy;
+        int n = n0;
+        for (; n + NR <= n1; n += NR) {
+            const void *wn = (const char *)w + (size_t)n * (size_t)K * wsz;
+            switch (mr) {
+            case 3: tile(wdt, 3, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 2: tile(wdt, 2, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            default: tile(wdt, 1, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            }
+        }
+        if (n < n1)
+            tile(wdt, mr, n1 - n, xm, ldx, K, (const char *)w + (size_t)n * (size_t)K * wsz,
+                 ym + n, ldy);
+    }
+}
+
+static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                       float *y, long ldy)
+{
+    block(TERN_DT_F32, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void mm_f32_f16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                       float *y, long ldy)
+{
+    block(TERN_DT_F16, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void mm_f32_bf16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                        float *y, long ldy)
+{
+    block(TERN_DT_BF16, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+void tern_mm_table_avx2(tern_mm_table *t)
+{
+    t->f32act[0] = mm_f32_f32;
+    t->f32act[1] = mm_f32_f16;
+    t->f32act[2] = mm_f32_bf16;
+    t->bf16act = mm_f32_bf16;
+    t->round_act = 0;       /* the dispatcher's portable rounding to float32 */
+    t->act_elem_bytes = 4;
+    t->act_k_align = 1;
+}

@@ -1,0 +1,248 @@
+/* AVX-512 matmul kernels (built with -mavx512f/bw/vl/dq/bf16, reached only
+ * after the cpuid check in isa.c).
+ *
+ * Per output element the arithmetic is fixed:
+ *   float32 activations: one 16-lane accumulator, fma over k in steps of 16,
+ *     the last partial step with masked (zero) lanes;
+ *   bf16 activations x bf16 weights: one 16-lane accumulator, vdpbf16ps over
+ *     k in steps of 32, activations zero-padded to a multiple of 32 and the
+ *     weight tail masked to zero;
+ * then the 16 lanes are summed by the tree in hsum16. Register tiles of
+ * MR rows of x by NR rows of w only decide which elements run side by side,
+ * never the arithmetic of one element. */
+#include "backend/cpu/matmul_kern.h"
+
+#include <immintrin.h>
+
+#include "tern/dtype.h"
+
+#define KERN_INLINE static inline __attribute__((always_inline))
+
+enum { MR = 4, NR = 6 };
+
+/* ((l0+l8) + (l4+l12)) + ((l2+l10) + (l6+l14)) ... : halves, quarters, pairs. */
+KERN_INLINE float hsum16(__m512 v)
+{
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+KERN_INLINE __m512 bf16x16_to_f32(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* 16 weights starting at element i, widened to float32. */
+KERN_INLINE __m512 load_w16(tern_dtype wdt, const void *w, long i)
+{
+    if (wdt == TERN_DT_F32) return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (wdt == TERN_DT_BF16) return bf16x16_to_f32(h);
+    return _mm512_cvtph_ps(h);
+}
+
+KERN_INLINE __m512 load_w16_tail(tern_dtype wdt, const void *w, long i, __mmask16 m)
+{
+    if (wdt == TERN_DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i);
+    if (wdt == TERN_DT_BF16) return bf16x16_to_f32(h);
+    return _mm512_cvtph_ps(h);
+}
+
+/* y[i][j] for i < mr, j < nr; with constant mr/nr (always_inline) the
+ * guards fold away and the accumulators live in registers. */
+KERN_INLINE void tile_f32act(tern_dtype wdt, int mr, int nr, const float *x, long ldx, int K,
+                             const void *w, float *y, long ldy)
+{
+    __m512 acc[MR][NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++) acc[i][j] = _mm512_setzero_ps();
+    long k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 xv[MR];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            xv[i] = i < mr ? _mm512_loadu_ps(x + i * ldx + k) : _mm512_setzero_ps();
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) continue;
+            __m512 wv = load_w16(wdt, w, j * (long)K + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                if (i < mr) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+    if (k < K) {
+        __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
+        __m512 xv[MR];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            xv[i] = i < mr ? _mm512_maskz_loadu_ps(m, x + i * ldx + k) : _mm512_setzero_ps();
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) continue;
+            __m512 wv = load_w16_tail(wdt, w, j * (long)K + k, m);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                if (i < mr) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++)
+            if (i < mr && j < nr) y[i * ldy + j] = hsum16(acc[i][j]);
+}
+
+/* x is bf16, rows padded with zeros to a multiple of 32 elements. */
+KERN_INLINE void tile_bf16act(int mr, int nr, const uint16_t *x, long ldx, int K,
+                              const uint16_t *w, float *y, long ldy)
+{
+    __m512 acc[MR][NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++) acc[i][j] = _mm512_setzero_ps();
+    long k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m512bh xv[MR];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            xv[i] = (__m512bh)(i < mr ? _mm512_loadu_si512(x + i * ldx + k) : _mm512_setzero_si512());
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) continue;
+            __m512bh wv = (__m512bh)_mm512_loadu_si512(w + j * (long)K + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                if (i < mr) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
+        }
+    }
+    if (k < K) {
+        __mmask32 m = (__mmask32)((1ull << (K - k)) - 1u);
+        __m512bh xv[MR];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            xv[i] = (__m512bh)(i < mr ? _mm512_loadu_si512(x + i * ldx + k) : _mm512_setzero_si512());
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) continue;
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + j * (long)K + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                if (i < mr) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < NR; j++)
+            if (i < mr && j < nr) y[i * ldy + j] = hsum16(acc[i][j]);
+}
+
+/* Walks the block in MR x NR tiles; full tiles and the single-row tiles of
+ * decode get specialised code, the ragged corners the guarded one. */
+KERN_INLINE void block_f32act(tern_dtype wdt, const float *x, long ldx, int M, int K,
+                              const void *w, int n0, int n1, float *y, long ldy)
+{
+    size_t wsz = tern_dtype_size(wdt);
+    for (int m = 0; m < M; m += MR) {
+        int mr = M - m < MR ? M - m : MR;
+        const float *xm = x + m * ldx;
+        float *ym = y + m * ldy;
+        int n = n0;
+        for (; n + NR <= n1; n += NR) {
+            const void *wn = (const char *)w + (size_t)n * (size_t)K * wsz;
+            switch (mr) {
+            case 4: tile_f32act(wdt, 4, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 3: tile_f32act(wdt, 3, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 2: tile_f32act(wdt, 2, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            default: tile_f32act(wdt, 1, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            }
+        }
+        if (n < n1)
+            tile_f32act(wdt, mr, n1 - n, xm, ldx, K,
+                        (const char *)w + (size_t)n * (size_t)K * wsz, ym + n, ldy);
+    }
+}
+
+static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                       float *y, long ldy)
+{
+    block_f32act(TERN_DT_F32, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void mm_f32_f16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                       float *y, long ldy)
+{
+    block_f32act(TERN_DT_F16, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void mm_f32_bf16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
+                        float *y, long ldy)
+{
+    block_f32act(TERN_DT_BF16, x, ldx, M, K, w, n0, n1, y, ldy);
+}
+
+static void mm_bf16_bf16(const void *xv, long ldx, int M, int K, const void *wv, int n0, int n1,
+                         float *y, long ldy)
+{
+    const uint16_t *x = xv, *w = wv;
+    for (int m = 0; m < M; m += MR) {
+        int mr = M - m < MR ? M - m : MR;
+        const uint16_t *xm = x + m * ldx;
+        float *ym = y + m * ldy;
+        int n = n0;
+        for (; n + NR <= n1; n += NR) {
+            const uint16_t *wn = w + (size_t)n * (size_t)K;
+            switch (mr) {
+            case 4: tile_bf16act(4, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 3: tile_bf16act(3, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 2: tile_bf16act(2, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            default: tile_bf16act(1, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            }
+        }
+        if (n < n1)
+            tile_bf16act(mr, n1 - n, xm, ldx, K, w + (size_t)n * (size_t)K, ym + n, ldy);
+    }
+}
+
+/* Elementwise RNE exactly as tern_f32_to_bf16 (NaN kept quiet), so the
+ * rounded activations do not depend on the ISA; rows zero-padded to 32. */
+static void round_bf16(const float *x, int M, int K, void *outv, long ldo)
+{
+    uint16_t *out = outv;
+    const __m512i lsb = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (long)m * K;
+        uint16_t *o = out + (long)m * ldo;
+        long k = 0;
+        for (; k < K; k += 16) {
+            __mmask16 msk = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
+            __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(msk, xr + k));
+            __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias,
+                            _mm512_and_si512(_mm512_srli_epi32(u, 16), lsb)));
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, absmask), inf);
+            r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+            _mm256_storeu_si256((__m256i *)(o + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+        }
+        for (; k < ldo; k++) o[k] = 0;
+    }
+}
+
+void tern_mm_table_avx512(tern_mm_table *t)
+{
+    t->f32act[0] = mm_f32_f32;
+    t->f32act[1] = mm_f32_f16;
+    t->f32act[2] = mm_f32_bf16;
+    t->bf16act = mm_bf16_bf16;
+    t->round_act = round_bf16;
+    t->act_elem_bytes = 2;
+    t->act_k_align = 32;
+}
