@@ -14,7 +14,7 @@ ifeq ($(SAN),1)
   OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDSAN   := -fsanitize=address,undefined
 else
-  B       := build
+  B       ?= build
   OPT     := -O2 -g
   LDSAN   :=
 endif

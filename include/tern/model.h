@@ -13,8 +13,15 @@
 
 typedef struct tern_model tern_model;
 
+typedef enum {
+    TERN_PRECISION_DEFAULT = 0, /* TERN_PRECISION env ("f32" or "bf16"), else bf16 */
+    TERN_PRECISION_F32,         /* float32 activations: the reference path */
+    TERN_PRECISION_BF16         /* activations rounded to bf16 for bf16-weight products */
+} tern_precision;
+
 typedef struct {
     int n_threads;      /* compute threads; 0 = all online cores */
+    tern_precision precision;
 } tern_model_opts;
 
 /* path: a model directory (config.json + safetensors) or a Hugging Face cache

@@ -6,9 +6,11 @@
 
 /* Declared here so that adding a command is one line in each list below. */
 int tern_cmd_version(int argc, char **argv);
+int tern_cmd_logits(int argc, char **argv);
 
 const tern_cli_command tern_cli_commands[] = {
     {"version", tern_cmd_version, "print the version"},
+    {"logits", tern_cmd_logits, "write the logits of a token sequence"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,90 @@
+#include "backend/cpu/ops.h"
+
+#include <math.h>
+
+void tern_cpu_to_f32(const void *src, tern_dtype dt, long n, float *dst)
+{
+    if (dt == TERN_DT_F32) {
+        const float *s = src;
+        for (long i = 0; i < n; i++) dst[i] = s[i];
+    } else if (dt == TERN_DT_BF16) {
+        const uint16_t *s = src;
+        for (long i = 0; i < n; i++) dst[i] = tern_bf16_to_f32(s[i]);
+    } else {
+        const uint16_t *s = src;
+        for (long i = 0; i < n; i++) dst[i] = tern_f16_to_f32(s[i]);
+    }
+}
+
+static float weight_at(const void *w, tern_dtype dt, int i)
+{
+    if (dt == TERN_DT_F32) return ((const float *)w)[i];
+    if (dt == TERN_DT_BF16) return tern_bf16_to_f32(((const uint16_t *)w)[i]);
+    return tern_f16_to_f32(((const uint16_t *)w)[i]);
+}
+
+float tern_cpu_dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    for (int l = 0; i < n; i++, l++) acc[l] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void tern_cpu_rmsnorm(const float *x, float *y, int n, int d, const void *w, tern_dtype wdt, float eps)
+{
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (long)r * d;
+        float *yr = y + (long)r * d;
+        float ss = tern_cpu_dot(xr, xr, d);
+        float inv = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int i = 0; i < d; i++) yr[i] = (xr[i] * inv) * weight_at(w, wdt, i);
+    }
+}
+
+void tern_cpu_rope(float *x, int n, int n_heads, int head_dim, int rope_dim, const int *pos,
+                   const float *inv_freq, float attn_factor)
+{
+    int half = rope_dim / 2;
+    for (int t = 0; t < n; t++) {
+        float p = (float)pos[t];
+        for (int i = 0; i < half; i++) {
+            float ang = p * inv_freq[i];
+            float c = cosf(ang) * attn_factor, s = sinf(ang) * attn_factor;
+            for (int h = 0; h < n_heads; h++) {
+                float *v = x + ((long)t * n_heads + h) * head_dim;
+                float a = v[i], b = v[i + half];
+                v[i] = a * c - b * s;
+                v[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+void tern_cpu_silu_mul(float *g, const float *u, long count)
+{
+    for (long i = 0; i < count; i++) {
+        float a = g[i];
+        g[i] = a / (1.0f + expf(-a)) * u[i];
+    }
+}
+
+void tern_cpu_add(float *y, const float *x, long count)
+{
+    for (long i = 0; i < count; i++) y[i] += x[i];
+}
+
+void tern_cpu_softmax(float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}

@@ -1,0 +1,94 @@
+#include "cli/cli_util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int cli_parse_ids(const char *s, int32_t **ids, int *n)
+{
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *a = malloc(cap * sizeof *a);
+    if (!a) return -1;
+    int k = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "tern: --ids: '%s' is not a comma-separated list of token ids\n", s);
+            free(a);
+            return -1;
+        }
+        a[k++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (!k) {
+        fprintf(stderr, "tern: --ids: empty list\n");
+        free(a);
+        return -1;
+    }
+    *ids = a;
+    *n = k;
+    return 0;
+}
+
+int cli_int(const char *opt, const char *v, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "tern: %s: '%s' is not an integer in [%ld, %ld]\n", opt, v, lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int cli_u64(const char *opt, const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-') {
+        fprintf(stderr, "tern: %s: '%s' is not a non-negative integer\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_float(const char *opt, const char *v, float *out)
+{
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (end == v || *end || errno) {
+        fprintf(stderr, "tern: %s: '%s' is not a number\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+const char *cli_value(int argc, char **argv, int i)
+{
+    if (i + 1 >= argc) {
+        fprintf(stderr, "tern: option %s needs a value\n", argv[i]);
+        return NULL;
+    }
+    return argv[i + 1];
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

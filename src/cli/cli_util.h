@@ -1,0 +1,18 @@
+/* Small helpers shared by the CLI commands. */
+#ifndef TERN_CLI_UTIL_H
+#define TERN_CLI_UTIL_H
+
+#include <stdint.h>
+
+/* Parses "1,2,3" into an owned array (*ids, free()); returns 0 or -1 with a
+ * message on stderr. */
+int cli_parse_ids(const char *s, int32_t **ids, int *n);
+/* Parses an integer / float option value, reporting errors by option name. */
+int cli_int(const char *opt, const char *v, long lo, long hi, int *out);
+int cli_float(const char *opt, const char *v, float *out);
+int cli_u64(const char *opt, const char *v, uint64_t *out);
+/* Returns argv[i+1] or prints "option needs a value" and returns NULL. */
+const char *cli_value(int argc, char **argv, int i);
+double cli_now(void);
+
+#endif

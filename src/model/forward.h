@@ -1,0 +1,41 @@
+/* One forward pass over a batch of rows.
+ *
+ * Each batch row is one sequence (a KV row id) contributing n_tokens[b] >= 0
+ * new tokens that continue at that row's current KV offset. The pass appends
+ * their keys/values to the KV state and returns logits for the tokens the
+ * caller asks for, in token order. Prefill, decode, continuous batching and
+ * speculative verify are all this call with different shapes. */
+#ifndef TERN_MODEL_FORWARD_H
+#define TERN_MODEL_FORWARD_H
+
+#include <stdint.h>
+
+#include "kv/kv.h"
+#include "tern/model.h"
+
+typedef struct {
+    int n_rows;
+    const int *rows;          /* KV row id of each batch row (borrowed) */
+    const int *n_tokens;      /* new tokens per batch row (borrowed) */
+    const int32_t *tokens;    /* the new tokens, row after row (borrowed) */
+    const uint8_t *want;      /* per new token: 1 = output it; NULL = the last token of
+                                 every row that has new tokens (borrowed) */
+} tern_batch;
+
+/* logits: [n_out, vocab] or NULL; hidden: [n_out, hidden_size] (after the
+ * final norm) or NULL. n_out is the number of tokens asked for. On failure
+ * the KV state of every row is as it was before the call. */
+tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden);
+
+/* KV state shaped for this model (plain float32 layout). Returns owned. */
+tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, tern_kv **out);
+
+/* Number of outputs the batch asks for. */
+int tern_batch_n_out(const tern_batch *b);
+
+int tern_model_hidden_size(const tern_model *m);
+size_t tern_model_weight_bytes(const tern_model *m);
+/* Bytes of weights read for one decoded token (all but the embedding gather). */
+size_t tern_model_decode_bytes(const tern_model *m);
+
+#endif

@@ -1,0 +1,305 @@
+/* Forward pass of the llama family (llama, qwen2, qwen3, qwen3_moe) over a
+ * batch of rows. Per layer, for all new tokens of all rows at once:
+ *
+ *   h = rmsnorm(x) ; q,k,v = h·Wq, h·Wk, h·Wv (+ biases)
+ *   q,k = rmsnorm_per_head(q,k) (qwen3) ; q,k = rope(q,k, position)
+ *   append k,v to each row's KV ; a = softmax(q·K^T / sqrt(hd)) · V (causal)
+ *   x += a·Wo
+ *   h = rmsnorm(x) ; x += down(silu(gate(h)) * up(h))     (dense)
+ *               or x += sum_top-k p_e · expert_e(h)        (moe)
+ *
+ * Matrix products are row-independent (see matmul.h) and attention is per
+ * row, so a sequence's logits do not depend on what else is in the batch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/ops.h"
+#include "model/forward.h"
+#include "model/model_internal.h"
+
+typedef struct {
+    int T;                 /* new tokens in the batch */
+    int *pos;              /* [T] absolute position of each token */
+    float *x, *h;          /* [T, H] residual stream, normed copy */
+    float *q, *k, *v, *att;/* [T, qd], [T, kvd], [T, kvd], [T, qd] */
+    float *g, *u;          /* [T, max(ffn, moe_ffn * top_k)] */
+    float *moe_y;          /* moe: [T, top_k, H] */
+    float *router;         /* moe: [T, n_experts] */
+    int *sel;              /* moe: [T, top_k] expert ids */
+    float *sel_w;          /* moe: [T, top_k] weights */
+    int *gather;           /* moe: [T] token ids routed to one expert */
+    float *gx;             /* moe: [T, H] gathered inputs */
+} scratch;
+
+static void scratch_free(scratch *s)
+{
+    free(s->pos); free(s->x); free(s->h); free(s->q); free(s->k); free(s->v); free(s->att);
+    free(s->g); free(s->u); free(s->moe_y); free(s->router); free(s->sel); free(s->sel_w);
+    free(s->gather); free(s->gx);
+}
+
+static tern_status scratch_alloc(const tern_model_config *c, int T, scratch *s)
+{
+    memset(s, 0, sizeof *s);
+    size_t t = (size_t)T, H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t f = (size_t)c->ffn > (size_t)c->moe_ffn ? (size_t)c->ffn : (size_t)c->moe_ffn;
+    s->T = T;
+    s->pos = malloc(t * sizeof *s->pos);
+    s->x = malloc(t * H * sizeof(float));
+    s->h = malloc(t * H * sizeof(float));
+    s->q = malloc(t * qd * sizeof(float));
+    s->k = malloc(t * kvd * sizeof(float));
+    s->v = malloc(t * kvd * sizeof(float));
+    s->att = malloc(t * qd * sizeof(float));
+    s->g = malloc(t * f * sizeof(float));
+    s->u = malloc(t * f * sizeof(float));
+    int ok = s->pos && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
+    if (ok && c->arch == TERN_ARCH_QWEN3_MOE) {
+        size_t k = (size_t)c->n_experts_per_tok;
+        s->moe_y = malloc(t * k * H * sizeof(float));
+        s->router = malloc(t * (size_t)c->n_experts * sizeof(float));
+        s->sel = malloc(t * k * sizeof(int));
+        s->sel_w = malloc(t * k * sizeof(float));
+        s->gather = malloc(t * sizeof(int));
+        s->gx = malloc(t * H * sizeof(float));
+        ok = s->moe_y && s->router && s->sel && s->sel_w && s->gather && s->gx;
+    }
+    if (!ok) {
+        scratch_free(s);
+        return tern_error(TERN_E_NOMEM, "forward: out of memory for %d tokens", T);
+    }
+    return TERN_OK;
+}
+
+static tern_status matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
+{
+    return tern_cpu_matmul(m->pool, m->act_mode, x, M, w->cols, w->data, w->dt, w->rows, y);
+}
+
+static void add_bias(float *y, int M, const tern_weight *b)
+{
+    if (!b->data) return;
+    float *bias = malloc((size_t)b->cols * sizeof *bias);
+    if (!bias) return;
+    tern_cpu_to_f32(b->data, b->dt, b->cols, bias);
+    for (int r = 0; r < M; r++) tern_cpu_add(y + (long)r * b->cols, bias, b->cols);
+    free(bias);
+}
+
+static tern_status mlp(tern_model *m, const tern_mlp *w, const float *h, int M, float *g, float *u, float *out)
+{
+    tern_status st;
+    if ((st = matmul(m, h, M, &w->gate, g))) return st;
+    if ((st = matmul(m, h, M, &w->up, u))) return st;
+    tern_cpu_silu_mul(g, u, (long)M * w->gate.rows);
+    return matmul(m, g, M, &w->down, out);
+}
+
+/* Top-k routing: softmax over experts in float32, keep the k largest (ties
+ * to the lower id), optionally renormalise, then run each expert once over
+ * the tokens routed to it and add the k outputs per token in rank order. */
+static tern_status moe(tern_model *m, const tern_layer *L, scratch *s)
+{
+    const tern_model_config *c = &m->cfg;
+    int T = s->T, E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden;
+    tern_status st = matmul(m, s->h, T, &L->router, s->router);
+    if (st) return st;
+    for (int t = 0; t < T; t++) {
+        float *p = s->router + (long)t * E;
+        tern_cpu_softmax(p, E);
+        int *sel = s->sel + (long)t * K;
+        float *w = s->sel_w + (long)t * K, sum = 0.0f;
+        for (int r = 0; r < K; r++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int q = 0; q < r; q++) taken |= sel[q] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[r] = best;
+            w[r] = p[best];
+            sum += p[best];
+        }
+        if (c->norm_topk_prob)
+            for (int r = 0; r < K; r++) w[r] /= sum;
+    }
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < K; r++)
+                if (s->sel[(long)t * K + r] == e) {
+                    s->gather[n] = t * K + r;
+                    memcpy(s->gx + (long)n * H, s->h + (long)t * H, (size_t)H * sizeof(float));
+                    n++;
+                }
+        if (!n) continue;
+        /* The expert's outputs land in gx's rows, then move to their slot. */
+        if ((st = mlp(m, &L->experts[e], s->gx, n, s->g, s->u, s->gx))) return st;
+        for (int i = 0; i < n; i++)
+            memcpy(s->moe_y + (long)s->gather[i] * H, s->gx + (long)i * H, (size_t)H * sizeof(float));
+    }
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < K; r++) {
+            const float *y = s->moe_y + ((long)t * K + r) * H;
+            float w = s->sel_w[(long)t * K + r];
+            float *x = s->x + (long)t * H;
+            for (int i = 0; i < H; i++) x[i] += w * y[i];
+        }
+    return TERN_OK;
+}
+
+int tern_batch_n_out(const tern_batch *b)
+{
+    int n = 0, t = 0;
+    for (int r = 0; r < b->n_rows; r++) {
+        if (b->want) {
+            for (int i = 0; i < b->n_tokens[r]; i++) n += b->want[t + i] != 0;
+        } else {
+            n += b->n_tokens[r] > 0;
+        }
+        t += b->n_tokens[r];
+    }
+    return n;
+}
+
+static tern_status check_batch(const tern_model *m, tern_kv *kv, const tern_batch *b, int *T)
+{
+    *T = 0;
+    for (int r = 0; r < b->n_rows; r++) {
+        int row = b->rows[r], n = b->n_tokens[r];
+        if (!tern_kv_row_valid(kv, row)) return tern_error(TERN_E_INVALID, "forward: KV row %d is not in use", row);
+        for (int q = 0; q < r; q++)
+            if (b->rows[q] == row) return tern_error(TERN_E_INVALID, "forward: KV row %d appears twice", row);
+        if (n < 0) return tern_error(TERN_E_INVALID, "forward: negative token count");
+        if (n > tern_kv_max_len(kv) - tern_kv_offset(kv, row))
+            return tern_error(TERN_E_RANGE, "forward: row %d would hold %d tokens; the context is %d", row,
+                              tern_kv_offset(kv, row) + n, tern_kv_max_len(kv));
+        for (int i = 0; i < n; i++) {
+            int32_t id = b->tokens[*T + i];
+            if (id < 0 || id >= m->cfg.vocab)
+                return tern_error(TERN_E_RANGE, "forward: token id %d outside the vocabulary (%d)", id, m->cfg.vocab);
+        }
+        *T += n;
+    }
+    return TERN_OK;
+}
+
+/* Undoes the appends of layers [0, n_layers) after a failure mid-pass. */
+static void rollback(tern_kv *kv, const tern_batch *b, int n_layers)
+{
+    for (int l = 0; l < n_layers; l++) {
+        tern_kv_layer *kl = tern_kv_layer_at(kv, l);
+        for (int r = 0; r < b->n_rows; r++)
+            if (b->n_tokens[r]) kl->vt->trim(kl, b->rows[r], b->n_tokens[r]);
+    }
+}
+
+static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch *b, int l, scratch *s)
+{
+    const tern_model_config *c = &m->cfg;
+    const tern_layer *L = &m->layers[l];
+    int T = s->T, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    tern_status st;
+    tern_cpu_rmsnorm(s->x, s->h, T, c->hidden, L->attn_norm.data, L->attn_norm.dt, c->rms_eps);
+    if ((st = matmul(m, s->h, T, &L->wq, s->q))) return st;
+    if ((st = matmul(m, s->h, T, &L->wk, s->k))) return st;
+    if ((st = matmul(m, s->h, T, &L->wv, s->v))) return st;
+    add_bias(s->q, T, &L->bq);
+    add_bias(s->k, T, &L->bk);
+    add_bias(s->v, T, &L->bv);
+    if (c->qk_norm) {
+        tern_cpu_rmsnorm(s->q, s->q, T * c->n_heads, hd, L->q_norm.data, L->q_norm.dt, c->rms_eps);
+        tern_cpu_rmsnorm(s->k, s->k, T * c->n_kv_heads, hd, L->k_norm.data, L->k_norm.dt, c->rms_eps);
+    }
+    tern_cpu_rope(s->q, T, c->n_heads, hd, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor);
+    tern_cpu_rope(s->k, T, c->n_kv_heads, hd, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor);
+
+    tern_kv_layer *kl = tern_kv_layer_at(kv, l);
+    tern_attn_row rows[b->n_rows > 0 ? b->n_rows : 1];
+    int t0 = 0, nr = 0;
+    for (int r = 0; r < b->n_rows; r++) {
+        int n = b->n_tokens[r];
+        if (n) {
+            if ((st = kl->vt->append(kl, b->rows[r], n, s->k + (long)t0 * kvd, s->v + (long)t0 * kvd))) {
+                for (int q = 0; q < r; q++)
+                    if (b->n_tokens[q]) kl->vt->trim(kl, b->rows[q], b->n_tokens[q]);
+                return st;
+            }
+            rows[nr].q = s->q + (long)t0 * qd;
+            rows[nr].out = s->att + (long)t0 * qd;
+            rows[nr].n_q = n;
+            if ((st = kl->vt->view(kl, b->rows[r], &rows[nr].kv))) return st;
+            nr++;
+        }
+        t0 += n;
+    }
+    tern_cpu_attention(m->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
+    if ((st = matmul(m, s->att, T, &L->wo, s->h))) return st;
+    tern_cpu_add(s->x, s->h, (long)T * c->hidden);
+    return TERN_OK;
+}
+
+static tern_status ffn_block(tern_model *m, int l, scratch *s)
+{
+    const tern_model_config *c = &m->cfg;
+    const tern_layer *L = &m->layers[l];
+    tern_cpu_rmsnorm(s->x, s->h, s->T, c->hidden, L->ffn_norm.data, L->ffn_norm.dt, c->rms_eps);
+    if (L->is_moe) return moe(m, L, s);
+    tern_status st = mlp(m, &L->mlp, s->h, s->T, s->g, s->u, s->h);
+    if (st) return st;
+    tern_cpu_add(s->x, s->h, (long)s->T * c->hidden);
+    return TERN_OK;
+}
+
+static tern_status head(tern_model *m, const tern_batch *b, scratch *s, float *logits, float *hidden)
+{
+    const tern_model_config *c = &m->cfg;
+    int H = c->hidden, n = 0, t = 0;
+    /* Gather the wanted positions into h, then norm and project them. */
+    for (int r = 0; r < b->n_rows; r++) {
+        for (int i = 0; i < b->n_tokens[r]; i++, t++) {
+            int want = b->want ? b->want[t] != 0 : i == b->n_tokens[r] - 1;
+            if (want) memcpy(s->h + (long)n++ * H, s->x + (long)t * H, (size_t)H * sizeof(float));
+        }
+    }
+    tern_cpu_rmsnorm(s->h, s->h, n, H, m->final_norm.data, m->final_norm.dt, c->rms_eps);
+    if (hidden) memcpy(hidden, s->h, (size_t)n * H * sizeof(float));
+    if (logits) return matmul(m, s->h, n, &m->lm_head, logits);
+    return TERN_OK;
+}
+
+tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden)
+{
+    const tern_model_config *c = &m->cfg;
+    int T;
+    tern_status st = check_batch(m, kv, b, &T);
+    if (st || T == 0) return st;
+    scratch s;
+    if ((st = scratch_alloc(c, T, &s))) return st;
+    int t = 0;
+    for (int r = 0; r < b->n_rows; r++) {
+        int off = tern_kv_offset(kv, b->rows[r]);
+        for (int i = 0; i < b->n_tokens[r]; i++, t++) {
+            s.pos[t] = off + i;
+            const uint8_t *row = (const uint8_t *)m->embed.data +
+                                 (size_t)b->tokens[t] * c->hidden * tern_dtype_size(m->embed.dt);
+            tern_cpu_to_f32(row, m->embed.dt, c->hidden, s.x + (long)t * c->hidden);
+        }
+    }
+    int l = 0;
+    for (; l < c->n_layers; l++) {
+        if ((st = attention_block(m, kv, b, l, &s))) break;
+        if ((st = ffn_block(m, l, &s))) { l++; break; }
+    }
+    if (!st) st = head(m, b, &s, logits, hidden);
+    if (st) {
+        rollback(kv, b, l);
+    } else {
+        for (int r = 0; r < b->n_rows; r++) tern_kv_advance(kv, b->rows[r], b->n_tokens[r]);
+    }
+    scratch_free(&s);
+    return st;
+}

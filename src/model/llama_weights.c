@@ -1,0 +1,95 @@
+/* Tensor names of the llama / qwen2 / qwen3 / qwen3_moe checkpoints and the
+ * shapes the config implies for them. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "model/model_internal.h"
+
+static tern_status bind(tern_model *m, tern_weight *w, const char *name, int rows, int cols, int optional)
+{
+    const tern_tensor *t;
+    int64_t dims[2] = {rows, cols};
+    int ndim = rows == 1 ? 1 : 2;
+    if (rows == 1) dims[0] = cols;
+    if (optional && !tern_tensors_find(m->tensors, name)) {
+        *w = (tern_weight){NULL, TERN_DT_F32, 0, 0};
+        return TERN_OK;
+    }
+    tern_status st = tern_tensors_expect(m->tensors, name, ndim, dims, &t);
+    if (st) return tern_error_wrap(st, "%s", m->dir);
+    *w = (tern_weight){t->data, t->dtype, rows, cols};
+    m->weight_bytes += t->nbytes;
+    return TERN_OK;
+}
+
+static tern_status bind_mlp(tern_model *m, tern_mlp *mlp, const char *prefix, int ffn)
+{
+    char n[512];
+    int H = m->cfg.hidden;
+    tern_status st;
+    snprintf(n, sizeof n, "%s.gate_proj.weight", prefix);
+    if ((st = bind(m, &mlp->gate, n, ffn, H, 0))) return st;
+    snprintf(n, sizeof n, "%s.up_proj.weight", prefix);
+    if ((st = bind(m, &mlp->up, n, ffn, H, 0))) return st;
+    snprintf(n, sizeof n, "%s.down_proj.weight", prefix);
+    return bind(m, &mlp->down, n, H, ffn, 0);
+}
+
+static tern_status bind_layer(tern_model *m, int l)
+{
+    const tern_model_config *c = &m->cfg;
+    tern_layer *L = &m->layers[l];
+    int H = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    char p[256], n[512];
+    tern_status st;
+    snprintf(p, sizeof p, "model.layers.%d", l);
+#define B(field, suffix, r, cl, opt) \
+    do { snprintf(n, sizeof n, "%s.%s", p, suffix); if ((st = bind(m, &L->field, n, r, cl, opt))) return st; } while (0)
+    B(attn_norm, "input_layernorm.weight", 1, H, 0);
+    B(ffn_norm, "post_attention_layernorm.weight", 1, H, 0);
+    B(wq, "self_attn.q_proj.weight", qd, H, 0);
+    B(wk, "self_attn.k_proj.weight", kvd, H, 0);
+    B(wv, "self_attn.v_proj.weight", kvd, H, 0);
+    B(wo, "self_attn.o_proj.weight", H, qd, 0);
+    if (c->attention_bias) {
+        B(bq, "self_attn.q_proj.bias", 1, qd, 0);
+        B(bk, "self_attn.k_proj.bias", 1, kvd, 0);
+        B(bv, "self_attn.v_proj.bias", 1, kvd, 0);
+    }
+    if (c->qk_norm) {
+        B(q_norm, "self_attn.q_norm.weight", 1, c->head_dim, 0);
+        B(k_norm, "self_attn.k_norm.weight", 1, c->head_dim, 0);
+    }
+    L->is_moe = c->arch == TERN_ARCH_QWEN3_MOE && c->layer_is_moe[l];
+    if (!L->is_moe) {
+        snprintf(n, sizeof n, "%s.mlp", p);
+        return bind_mlp(m, &L->mlp, n, c->ffn);
+    }
+    B(router, "mlp.gate.weight", c->n_experts, H, 0);
+#undef B
+    L->experts = calloc((size_t)c->n_experts, sizeof *L->experts);
+    if (!L->experts) return tern_error(TERN_E_NOMEM, "out of memory");
+    for (int e = 0; e < c->n_experts; e++) {
+        snprintf(n, sizeof n, "%s.mlp.experts.%d", p, e);
+        if ((st = bind_mlp(m, &L->experts[e], n, c->moe_ffn))) return st;
+    }
+    return TERN_OK;
+}
+
+tern_status tern_llama_bind_weights(tern_model *m)
+{
+    const tern_model_config *c = &m->cfg;
+    tern_status st;
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->layers) return tern_error(TERN_E_NOMEM, "out of memory");
+    if ((st = bind(m, &m->embed, "model.embed_tokens.weight", c->vocab, c->hidden, 0))) return st;
+    if ((st = bind(m, &m->final_norm, "model.norm.weight", 1, c->hidden, 0))) return st;
+    if (c->tie_embeddings && !tern_tensors_find(m->tensors, "lm_head.weight")) {
+        m->lm_head = m->embed;
+    } else if ((st = bind(m, &m->lm_head, "lm_head.weight", c->vocab, c->hidden, 0))) {
+        return st;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if ((st = bind_layer(m, l))) return st;
+    return TERN_OK;
+}

@@ -1,0 +1,77 @@
+/* Model loading: resolve the directory, read config.json, map the weights,
+ * bind them to the family's layers, start the thread pool. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/model_dir.h"
+#include "model/forward.h"
+#include "model/model_internal.h"
+
+static tern_act_mode default_act_mode(void)
+{
+    const char *p = getenv("TERN_PRECISION");
+    return p && !strcmp(p, "f32") ? TERN_ACT_F32 : TERN_ACT_BF16;
+}
+
+tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_model **out)
+{
+    *out = NULL;
+    tern_model *m = calloc(1, sizeof *m);
+    if (!m) return tern_error(TERN_E_NOMEM, "out of memory");
+    tern_status st = tern_model_dir_resolve(path, m->dir, sizeof m->dir);
+    if (!st) st = tern_config_load(m->dir, &m->cfg);
+    if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
+    if (!st) st = tern_llama_bind_weights(m);
+    int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    if (!st) st = tern_pool_create(threads, &m->pool);
+    m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
+                                          : default_act_mode();
+    if (st) {
+        tern_model_free(m);
+        return st;
+    }
+    *out = m;
+    return TERN_OK;
+}
+
+void tern_model_free(tern_model *m)
+{
+    if (!m) return;
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) free(m->layers[l].experts);
+    free(m->layers);
+    tern_pool_free(m->pool);
+    tern_tensors_close(m->tensors);
+    tern_config_clear(&m->cfg);
+    free(m);
+}
+
+int tern_model_vocab_size(const tern_model *m) { return m->cfg.vocab; }
+int tern_model_max_context(const tern_model *m) { return m->cfg.max_pos; }
+int tern_model_hidden_size(const tern_model *m) { return m->cfg.hidden; }
+const char *tern_model_dir(const tern_model *m) { return m->dir; }
+const char *tern_model_type(const tern_model *m) { return m->cfg.model_type; }
+size_t tern_model_weight_bytes(const tern_model *m) { return m->weight_bytes; }
+
+const int32_t *tern_model_eos_ids(const tern_model *m, int *n)
+{
+    *n = m->cfg.n_eos;
+    return m->cfg.eos;
+}
+
+size_t tern_model_decode_bytes(const tern_model *m)
+{
+    size_t b = m->weight_bytes;
+    size_t emb = (size_t)m->embed.rows * m->embed.cols * tern_dtype_size(m->embed.dt);
+    /* The embedding table is gathered one row per token, except when tied,
+     * where the head reads it whole. */
+    if (m->lm_head.data != m->embed.data) b -= emb;
+    return b;
+}
+
+tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, tern_kv **out)
+{
+    tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len};
+    return tern_kv_create_plain(&s, out);
+}

@@ -1,0 +1,52 @@
+/* The loaded model as the forward pass sees it. Internal to src/model and
+ * the engine; the public handle is opaque (tern/model.h). */
+#ifndef TERN_MODEL_INTERNAL_H
+#define TERN_MODEL_INTERNAL_H
+
+#include "backend/cpu/matmul.h"
+#include "core/threadpool.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "tern/model.h"
+
+/* A weight matrix [rows, cols] (= [N, K] of a matmul) or a vector (rows 1),
+ * read in place from the mapping. data NULL = absent (optional tensors). */
+typedef struct {
+    const void *data;
+    tern_dtype dt;
+    int rows, cols;
+} tern_weight;
+
+typedef struct {
+    tern_weight gate, up, down;     /* [ffn, H], [ffn, H], [H, ffn] */
+} tern_mlp;
+
+typedef struct {
+    tern_weight attn_norm;          /* [H] */
+    tern_weight wq, wk, wv, wo;     /* [nh*hd, H], [nkv*hd, H], [nkv*hd, H], [H, nh*hd] */
+    tern_weight bq, bk, bv;         /* qwen2 biases, [nh*hd], [nkv*hd], [nkv*hd] */
+    tern_weight q_norm, k_norm;     /* qwen3: [hd] */
+    tern_weight ffn_norm;           /* [H] */
+    int is_moe;
+    tern_mlp mlp;                   /* dense layers */
+    tern_weight router;             /* moe: [n_experts, H] */
+    tern_mlp *experts;              /* moe: n_experts of [moe_ffn, H] ... (owned array) */
+} tern_layer;
+
+struct tern_model {
+    tern_model_config cfg;
+    char dir[4096];
+    tern_tensor_set *tensors;       /* owned; every tern_weight points into it */
+    tern_layer *layers;             /* owned, cfg.n_layers */
+    tern_weight embed;              /* [vocab, H] */
+    tern_weight final_norm;         /* [H] */
+    tern_weight lm_head;            /* [vocab, H]; = embed when tied */
+    tern_pool *pool;                /* owned */
+    tern_act_mode act_mode;
+    size_t weight_bytes;            /* every weight tensor bound */
+};
+
+/* Binds the tensors of the llama/qwen family to m->layers (llama_weights.c). */
+tern_status tern_llama_bind_weights(struct tern_model *m);
+
+#endif
