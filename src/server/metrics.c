@@ -1,0 +1,92 @@
+/* Prometheus counters for the server (see metrics.h). */
+#include "server/metrics.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static const char *const EP_NAMES[SRV_EP_COUNT] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models", "/health", "/metrics", "other",
+};
+
+/* Status classes kept per endpoint. */
+enum { ST_2XX, ST_4XX, ST_5XX, ST_COUNT };
+static const char *const ST_NAMES[ST_COUNT] = {"2xx", "4xx", "5xx"};
+
+struct srv_metrics {
+    pthread_mutex_t mu;
+    unsigned long long requests[SRV_EP_COUNT][ST_COUNT];
+    unsigned long long prompt_tokens, generated_tokens, generations, disconnects;
+    double prefill_s, decode_s;
+};
+
+srv_metrics *srv_metrics_create(void)
+{
+    srv_metrics *m = calloc(1, sizeof *m);
+    if (m) pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void srv_metrics_free(srv_metrics *m)
+{
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int status)
+{
+    int cls = status >= 500 ? ST_5XX : status >= 400 ? ST_4XX : ST_2XX;
+    pthread_mutex_lock(&m->mu);
+    m->requests[ep][cls]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_generation(srv_metrics *m, int prompt_tokens, int generated_tokens, double prefill_s, double decode_s)
+{
+    pthread_mutex_lock(&m->mu);
+    m->generations++;
+    m->prompt_tokens += (unsigned long long)(prompt_tokens > 0 ? prompt_tokens : 0);
+    m->generated_tokens += (unsigned long long)(generated_tokens > 0 ? generated_tokens : 0);
+    m->prefill_s += prefill_s;
+    m->decode_s += decode_s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_disconnect(srv_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->disconnects++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int srv_metrics_render(srv_metrics *m, int queue_waiting, int running, srv_buf *o)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = srv_buf_puts(o, "# HELP tern_requests_total HTTP requests by endpoint and status class.\n"
+                             "# TYPE tern_requests_total counter\n");
+    for (int e = 0; e < SRV_EP_COUNT; e++)
+        for (int s = 0; s < ST_COUNT; s++)
+            rc |= srv_buf_printf(o, "tern_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n", EP_NAMES[e],
+                                 ST_NAMES[s], m->requests[e][s]);
+    rc |= srv_buf_printf(o,
+        "# HELP tern_generations_total Generations run by the worker.\n# TYPE tern_generations_total counter\n"
+        "tern_generations_total %llu\n"
+        "# HELP tern_prompt_tokens_total Prompt tokens processed.\n# TYPE tern_prompt_tokens_total counter\n"
+        "tern_prompt_tokens_total %llu\n"
+        "# HELP tern_generated_tokens_total Tokens generated.\n# TYPE tern_generated_tokens_total counter\n"
+        "tern_generated_tokens_total %llu\n"
+        "# HELP tern_prefill_seconds_total Time spent in prefill.\n# TYPE tern_prefill_seconds_total counter\n"
+        "tern_prefill_seconds_total %.6f\n"
+        "# HELP tern_decode_seconds_total Time spent decoding.\n# TYPE tern_decode_seconds_total counter\n"
+        "tern_decode_seconds_total %.6f\n"
+        "# HELP tern_client_disconnects_total Generations stopped because the client went away.\n"
+        "# TYPE tern_client_disconnects_total counter\ntern_client_disconnects_total %llu\n"
+        "# HELP tern_queue_depth Requests waiting for the generation worker.\n# TYPE tern_queue_depth gauge\n"
+        "tern_queue_depth %d\n"
+        "# HELP tern_requests_running Requests being generated.\n# TYPE tern_requests_running gauge\n"
+        "tern_requests_running %d\n",
+        m->generations, m->prompt_tokens, m->generated_tokens, m->prefill_s, m->decode_s, m->disconnects,
+        queue_waiting, running);
+    pthread_mutex_unlock(&m->mu);
+    return rc ? -1 : 0;
+}
