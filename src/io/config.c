@@ -82,11 +82,12 @@ static tern_status parse_rope(const cfg_src *c, tern_model_config *cfg)
     else if (!strcmp(type, "yarn")) r->type = TERN_ROPE_YARN;
     else return tern_error(TERN_E_UNSUPPORTED, "%s: rope type '%s' is not supported", c->path, type);
     /* transformers keeps the rotary inverse frequencies as a module buffer,
-     * so loading a bfloat16 checkpoint rounds them to bfloat16; the
+     * so loading a bfloat16 checkpoint rounds them to bfloat16 (float16 likewise); the
      * reference logits of such checkpoints carry that rounding. */
     json_t *dt = json_object_get(c->root, "dtype");
     if (!json_is_string(dt)) dt = json_object_get(c->root, "torch_dtype");
-    r->freq_bf16 = json_is_string(dt) && !strcmp(json_string_value(dt), "bfloat16");
+    if (json_is_string(dt))
+        r->freq_round = !strcmp(json_string_value(dt), "bfloat16") ? 1 : !strcmp(json_string_value(dt), "float16") ? 2 : 0;
     if (r->type == TERN_ROPE_DEFAULT) return TERN_OK;
     if ((st = get_num(c->path, src, "factor", 1.0, &r->factor))) return st;
     if (r->factor <= 0) return tern_error(TERN_E_FORMAT, "%s: rope factor must be positive", c->path);

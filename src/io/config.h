@@ -32,8 +32,8 @@ typedef struct {
     double attention_factor;                     /* yarn; < 0 = derive */
     int truncate;                                /* yarn */
     double partial_rotary_factor;                /* fraction of head_dim rotated */
-    int freq_bf16;  /* inv_freq rounded to bf16, as transformers does for a
-                       checkpoint whose config dtype is bfloat16 */
+    int freq_round; /* inv_freq rounded to the checkpoint dtype, as transformers
+                       does: 0 none, 1 bfloat16, 2 float16 */
 } tern_rope_config;
 
 typedef enum {

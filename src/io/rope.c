@@ -88,8 +88,10 @@ tern_status tern_rope_init(tern_model_config *cfg)
         break;
     }
     }
-    if (r->freq_bf16)
-        for (int i = 0; i < half; i++) inv[i] = tern_bf16_to_f32(tern_f32_to_bf16(inv[i]));
+    for (int i = 0; i < half; i++) {
+        if (r->freq_round == 1) inv[i] = tern_bf16_to_f32(tern_f32_to_bf16(inv[i]));
+        else if (r->freq_round == 2) inv[i] = tern_f16_to_f32(tern_f32_to_f16(inv[i]));
+    }
     cfg->inv_freq = inv;
     return TERN_OK;
 }

@@ -1,0 +1,117 @@
+/* tern bench --model DIR [--prompt-tokens 512] [--gen-tokens 128] [--threads N]
+ *            [--precision f32|bf16] [--reps R] [--json]
+ *
+ * Prefill: one forward over prompt-tokens synthetic ids (best of R runs).
+ * Decode: gen-tokens single-token forwards after that prompt (best of R).
+ * Also measures the STREAM-triad bandwidth on the same threads and reports
+ * decode speed as a fraction of the ceiling = triad GB/s / weight bytes read
+ * per token. With --json the last line is one JSON object. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/isa.h"
+#include "backend/cpu/stream_triad.h"
+#include "cli/cli_util.h"
+#include "core/threadpool.h"
+#include "model/forward.h"
+#include "tern/model.h"
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: tern bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--threads N]\n"
+                    "       [--precision f32|bf16] [--reps R] [--json]\n");
+}
+
+/* One run: a fresh row, prefill P ids, then G decode steps. */
+static tern_status run_once(tern_model *m, const int32_t *ids, int P, int G, double *t_pre, double *t_dec)
+{
+    tern_kv *kv;
+    int row, V = tern_model_vocab_size(m);
+    tern_status st = tern_model_kv_create(m, 1, P + G + 1, &kv);
+    if (st) return st;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
+    if ((st = tern_kv_row_add(kv, &row))) goto done;
+    double t0 = cli_now();
+    tern_batch b = {1, &row, &P, ids, NULL};
+    if ((st = tern_forward(m, kv, &b, logits, NULL))) goto done;
+    double t1 = cli_now();
+    for (int i = 0; i < G; i++) {
+        int32_t tok = 0;
+        for (int v = 1; v < V; v++) if (logits[v] > logits[tok]) tok = v;
+        int one = 1;
+        tern_batch d = {1, &row, &one, &tok, NULL};
+        if ((st = tern_forward(m, kv, &d, logits, NULL))) goto done;
+    }
+    *t_pre = t1 - t0;
+    *t_dec = cli_now() - t1;
+done:
+    free(logits);
+    tern_kv_free(kv);
+    return st;
+}
+
+int tern_cmd_bench(int argc, char **argv)
+{
+    const char *model_dir = NULL;
+    int P = 512, G = 128, reps = 3, json = 0;
+    tern_model_opts mo = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--help")) { usage(); return 0; }
+        if (!(v = cli_value(argc, argv, i))) return 2;
+        i++;
+        int bad = 0;
+        if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--prompt-tokens")) bad = cli_int(a, v, 1, 1 << 20, &P);
+        else if (!strcmp(a, "--gen-tokens")) bad = cli_int(a, v, 0, 1 << 20, &G);
+        else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &mo.n_threads);
+        else if (!strcmp(a, "--reps")) bad = cli_int(a, v, 1, 100, &reps);
+        else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "f32")) mo.precision = TERN_PRECISION_F32;
+            else if (!strcmp(v, "bf16")) mo.precision = TERN_PRECISION_BF16;
+            else { fprintf(stderr, "tern: --precision must be f32 or bf16\n"); return 2; }
+        } else { fprintf(stderr, "tern bench: unknown option %s\n", a); usage(); return 2; }
+        if (bad) return 2;
+    }
+    if (!model_dir) { usage(); return 2; }
+    tern_model *m;
+    if (tern_model_load(model_dir, &mo, &m)) { fprintf(stderr, "tern: %s\n", tern_last_error()); return 1; }
+    int V = tern_model_vocab_size(m), rc = 1;
+    int32_t *ids = malloc((size_t)P * sizeof *ids);
+    if (!ids) goto done;
+    uint32_t s = 12345;
+    for (int i = 0; i < P; i++) { s = s * 1664525u + 1013904223u; ids[i] = (int32_t)((s >> 8) % (uint32_t)V); }
+    double best_pre = 1e30, best_dec = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double tp = 0, td = 0;
+        if (run_once(m, ids, P, G, &tp, &td)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+        if (tp < best_pre) best_pre = tp;
+        if (td < best_dec) best_dec = td;
+    }
+    int threads = mo.n_threads > 0 ? mo.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    tern_pool *pool = NULL;
+    if (tern_pool_create(threads > 0 ? threads : 1, &pool)) goto done;
+    double gbps = tern_cpu_stream_triad_gbps(pool, (size_t)256 << 20);
+    tern_pool_free(pool);
+    double bytes = (double)tern_model_decode_bytes(m);
+    double pre_tps = P / best_pre, dec_tps = G ? G / best_dec : 0.0;
+    double ceiling = gbps > 0 ? gbps * 1e9 / bytes : 0.0;
+    printf("model %s (%s), %.1f MB weights, %.1f MB read per decoded token, isa %s\n", tern_model_dir(m),
+           tern_model_type(m), tern_model_weight_bytes(m) / 1e6, bytes / 1e6, tern_cpu_isa_name(tern_cpu_isa_active()));
+    printf("prefill %d tokens: %.1f tok/s | decode %d tokens: %.2f tok/s | triad %.1f GB/s -> ceiling %.2f tok/s "
+           "(%.1f%%)\n", P, pre_tps, G, dec_tps, gbps, ceiling, ceiling > 0 ? 100.0 * dec_tps / ceiling : 0.0);
+    if (json)
+        printf("{\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"prompt_tokens\": %d, \"gen_tokens\": %d, "
+               "\"threads\": %d, \"weight_bytes_per_token\": %.0f, \"triad_gbps\": %.3f, \"ceiling_tps\": %.3f, "
+               "\"decode_frac_of_ceiling\": %.4f}\n",
+               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, ceiling > 0 ? dec_tps / ceiling : 0.0);
+    rc = 0;
+done:
+    free(ids);
+    tern_model_free(m);
+    return rc;
+}

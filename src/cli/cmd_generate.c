@@ -1,0 +1,124 @@
+/* tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]
+ *     [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
+ *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out]
+ *
+ * Streams the generated text to stdout (or, with --ids-out, prints only the
+ * generated ids comma-separated). --chat renders --prompt as one user message
+ * through the model's chat template. Timing goes to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+#include "cli/prompt.h"
+#include "tern/generate.h"
+#include "tern/model.h"
+#include "tern/tokenizer.h"
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]\n"
+            "       [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
+            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out]\n");
+}
+
+typedef struct {
+    int ids_out, n;
+    tern_detok *detok;
+} gen_out;
+
+static int on_token(void *user, const tern_token_event *ev)
+{
+    gen_out *g = user;
+    if (g->ids_out) {
+        printf(g->n++ ? ",%d" : "%d", ev->token);
+    } else if (g->detok) {
+        char *delta = NULL;
+        if (tern_detok_push(g->detok, ev->token, &delta) == TERN_OK) fputs(delta, stdout);
+        free(delta);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int tern_cmd_generate(int argc, char **argv)
+{
+    const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL;
+    int chat = 0, ids_out = 0;
+    tern_model_opts mo = {0};
+    tern_generate_opts go;
+    tern_generate_opts_default(&go);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--chat")) { chat = 1; continue; }
+        if (!strcmp(a, "--ids-out")) { ids_out = 1; continue; }
+        if (!strcmp(a, "--help")) { usage(); return 0; }
+        if (!(v = cli_value(argc, argv, i))) return 2;
+        i++;
+        int bad = 0;
+        if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--ids")) ids_s = v;
+        else if (!strcmp(a, "--max-tokens")) bad = cli_int(a, v, 1, 1 << 24, &go.max_tokens);
+        else if (!strcmp(a, "--temperature") || !strcmp(a, "--temp")) bad = cli_float(a, v, &go.sampling.temperature);
+        else if (!strcmp(a, "--top-p")) bad = cli_float(a, v, &go.sampling.top_p);
+        else if (!strcmp(a, "--top-k")) bad = cli_int(a, v, 0, 1 << 24, &go.sampling.top_k);
+        else if (!strcmp(a, "--min-p")) bad = cli_float(a, v, &go.sampling.min_p);
+        else if (!strcmp(a, "--repetition-penalty")) bad = cli_float(a, v, &go.sampling.repetition_penalty);
+        else if (!strcmp(a, "--seed")) bad = cli_u64(a, v, &go.sampling.seed);
+        else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &mo.n_threads);
+        else if (!strcmp(a, "--prefill-chunk")) bad = cli_int(a, v, 1, 1 << 20, &go.prefill_chunk);
+        else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "f32")) mo.precision = TERN_PRECISION_F32;
+            else if (!strcmp(v, "bf16")) mo.precision = TERN_PRECISION_BF16;
+            else { fprintf(stderr, "tern: --precision must be f32 or bf16\n"); return 2; }
+        } else { fprintf(stderr, "tern generate: unknown option %s\n", a); usage(); return 2; }
+        if (bad) return 2;
+    }
+    if (!model_dir || (!prompt == !ids_s)) { usage(); return 2; }
+    if (chat && !prompt) { fprintf(stderr, "tern generate: --chat needs --prompt\n"); return 2; }
+
+    int rc = 1, n = 0;
+    int32_t *ids = NULL;
+    tern_model *m = NULL;
+    tern_tokenizer *tok = NULL;
+    gen_out out = {ids_out, 0, NULL};
+    if (ids_s && cli_parse_ids(ids_s, &ids, &n)) return 2;
+    if (tern_model_load(model_dir, &mo, &m)) goto fail;
+    /* The tokenizer is needed for text in or text out. */
+    if (prompt || !ids_out) {
+        if (tern_tokenizer_load(tern_model_dir(m), &tok)) goto fail;
+        if (!ids_out && tern_detok_create(tok, 1, &out.detok)) goto fail;
+    }
+    if (prompt && cli_prompt_ids(tern_model_dir(m), tok, prompt, chat, &ids, &n)) goto fail;
+    if (tok) {
+        int32_t eos = tern_tokenizer_eos_id(tok);
+        if (eos >= 0) { go.extra_eos = &eos; go.n_extra_eos = 1; }
+        tern_generate_stats stats;
+        if (tern_generate(m, ids, n, &go, on_token, &out, &stats)) goto fail;
+        if (out.detok) {
+            char *rest = NULL;
+            if (tern_detok_flush(out.detok, &rest) == TERN_OK) fputs(rest, stdout);
+            free(rest);
+        }
+        fputc('\n', stdout);
+        fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s\n", stats.prompt_tokens,
+                stats.prompt_tokens / (stats.prefill_seconds > 0 ? stats.prefill_seconds : 1e-9), stats.generated_tokens,
+                stats.generated_tokens > 1 ? (stats.generated_tokens - 1) / stats.decode_seconds : 0.0);
+    } else {
+        tern_generate_stats stats;
+        if (tern_generate(m, ids, n, &go, on_token, &out, &stats)) goto fail;
+        fputc('\n', stdout);
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "tern: %s\n", tern_last_error());
+done:
+    tern_detok_free(out.detok);
+    tern_tokenizer_free(tok);
+    tern_model_free(m);
+    free(ids);
+    return rc;
+}
