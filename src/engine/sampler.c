@@ -204,7 +204,7 @@ tern_status tern_sample_logprobs(const tern_sampling_params *p, float *logprobs,
                        p->n_xtc_special, xtc_key, &ws);
     if (p->top_k > 0)
         tern_apply_top_k(logprobs, vocab, p->top_k, &ws);
-    *token_out = tern_categorical(logprobs, vocab, p->temperature, draw_key);
+    *token_out = tern_categorical(logprobs, vocab, p->temperature, draw_key, &ws);
     tern_sampler_ws_free(&ws);
     return TERN_OK;
 }

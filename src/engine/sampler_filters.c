@@ -113,26 +113,40 @@ int tern_apply_xtc(float *logprobs, int vocab, float probability, float threshol
 }
 
 int32_t tern_categorical(const float *logprobs, int vocab, float temperature,
-                         tern_prng_key key)
+                         tern_prng_key key, tern_sampler_ws *ws)
 {
-    /* argmax(gumbel + logits * (1/T)); an entry at -inf can never win
-     * (Gumbel noise is never +inf), so its noise is not drawn. */
-    float inv = (float)(1.0 / (double)temperature);
+    /* MLX draws a single categorical sample from a [1, V] row by inverse CDF:
+     * weights w = exp(s - max s) (one-hot on the maxima when max is +-inf),
+     * x = uniform(key) * sum(w), and the token is
+     * searchsorted_right(exclusive_cumsum(w), x) - 1. */
     if (vocab <= 0)
         return 0;
-    float best = logprobs[0] * inv + tern_prng_word_to_gumbel(tern_prng_bits_at(key, (size_t)vocab, 0));
-    int32_t arg = 0;
-    for (int j = 1; j < vocab; j++) {
-        float s = logprobs[j] * inv;
-        if (isinf(s) && s < 0)
-            continue;
-        float v = tern_prng_word_to_gumbel(tern_prng_bits_at(key, (size_t)vocab, (size_t)j)) + s;
-        if (v > best) {
-            best = v;
-            arg = j;
-        }
+    float inv = (float)(1.0 / (double)temperature);
+    float *w = ws->f;
+    float top = -INFINITY;
+    for (int i = 0; i < vocab; i++) {
+        w[i] = logprobs[i] * inv;
+        if (isnan(w[i]) || w[i] > top)
+            top = w[i];
     }
-    return arg;
+    float total = 0.0f;
+    for (int i = 0; i < vocab; i++) {
+        w[i] = isinf(top) ? (w[i] == top ? 1.0f : 0.0f) : tern_mlx_expf(w[i] - top);
+        total = total + w[i];
+    }
+    float x = tern_prng_word_to_uniform(tern_prng_bits_at(key, 1, 0)) * total;
+    int count = 0;
+    float e = 0.0f;
+    for (int i = 0; i < vocab; i++) {
+        if (!(e <= x))
+            break;
+        count++;
+        e = e + w[i];
+    }
+    int idx = count - 1;
+    if (idx < 0)
+        idx = 0;
+    return idx;
 }
 
 typedef struct {

@@ -56,10 +56,11 @@ int tern_apply_xtc(float *logprobs, int vocab, float probability, float threshol
                    const int32_t *special, int n_special, tern_prng_key key,
                    tern_sampler_ws *ws);
 
-/* mx.random.categorical(logits * (1/temperature), key=key): argmax of
- * scaled logits plus Gumbel noise from bits(key, vocab). */
+/* mx.random.categorical(logits * (1/temperature), key=key) for logits of
+ * shape [1, vocab], as mlx-lm calls it: MLX (0.32) draws one sample from one
+ * row by inverse CDF on a single uniform, not by Gumbel-max. Uses ws->f. */
 int32_t tern_categorical(const float *logprobs, int vocab, float temperature,
-                         tern_prng_key key);
+                         tern_prng_key key, tern_sampler_ws *ws);
 
 /* argmax with MLX's rule: the first index holding the maximum. */
 int32_t tern_argmax(const float *x, int n);
