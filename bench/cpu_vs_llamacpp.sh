@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# CPU benchmark: tern vs llama.cpp on the same weights, same threads, same run.
+#
+# Usage: bench/cpu_vs_llamacpp.sh [HF_MODEL_DIR] [GGUF_F16]
+#
+# Runs, in this order:
+#   (a) STREAM triad (bench/stream_triad_main.c) at $THREADS threads -> memory bandwidth
+#   (b) llama-bench -m GGUF -t $THREADS -p $PROMPT_TOKENS -n $GEN_TOKENS -r $REPS -> pp / tg tok/s
+#   (c) build/tern bench --model DIR --prompt-tokens .. --gen-tokens .. --threads .. --json
+#       ($TERN_REPS times; its last stdout line is JSON with prefill_tps and decode_tps)
+# and prints a markdown table: prefill and decode tok/s for both (best of the repetitions),
+# tern / llama.cpp ratios, decode as % of the bandwidth ceiling
+# (ceiling = triad bandwidth / weight bytes read per decoded token).
+#
+# Weight bytes per token = every weight tensor in its stored dtype, except the input embedding
+# table (a row gather); with tied embeddings the table is counted once, as the output matmul.
+# llama.cpp F16 and tern BF16 read the same number of bytes.
+#
+# Environment (defaults in brackets):
+#   MODEL_DIR      HF model directory         [$HOME/.cache/tern-bench/qwen3-0.46b]
+#   GGUF           llama.cpp F16 GGUF          [$HOME/.cache/tern-bench/qwen3-0.46b-f16.gguf]
+#   LLAMACPP_DIR   llama.cpp build from bench/setup_llamacpp.sh [$HOME/.cache/tern-bench/llama.cpp]
+#   LLAMA_BENCH    llama-bench binary          [$LLAMACPP_DIR/build/bin/llama-bench]
+#   TERN           tern binary                 [build/tern]
+#   THREADS [2]  PROMPT_TOKENS [512]  GEN_TOKENS [128]  REPS [3] (llama-bench -r)  TERN_REPS [3]
+#   TRIAD_MIB [256] (per array)  TRIAD_REPS [10]
+#   SKIP_LLAMACPP=1 / SKIP_TERN=1 to leave one side out.
+#   OUT_DIR        where raw outputs are kept  [a fresh temporary directory]
+set -uo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE="${HOME}/.cache/tern-bench"
+MODEL_DIR="${1:-${MODEL_DIR:-$CACHE/qwen3-0.46b}}"
+GGUF="${2:-${GGUF:-$CACHE/qwen3-0.46b-f16.gguf}}"
+LLAMACPP_DIR="${LLAMACPP_DIR:-$CACHE/llama.cpp}"
+LLAMA_BENCH="${LLAMA_BENCH:-$LLAMACPP_DIR/build/bin/llama-bench}"
+TERN="${TERN:-$REPO_ROOT/build/tern}"
+THREADS="${THREADS:-2}"
+PROMPT_TOKENS="${PROMPT_TOKENS:-512}"
+GEN_TOKENS="${GEN_TOKENS:-128}"
+REPS="${REPS:-3}"
+TERN_REPS="${TERN_REPS:-3}"
+TRIAD_MIB="${TRIAD_MIB:-256}"
+TRIAD_REPS="${TRIAD_REPS:-10}"
+SKIP_LLAMACPP="${SKIP_LLAMACPP:-0}"
+SKIP_TERN="${SKIP_TERN:-0}"
+OUT_DIR="${OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tern-cpu-bench.XXXXXX")}"
+mkdir -p "$OUT_DIR"
+
+say() { echo "cpu_vs_llamacpp: $*" >&2; }
+
+if [ ! -f "$MODEL_DIR/config.json" ]; then
+    say "no HF model at $MODEL_DIR (config.json missing); see bench/README.md"
+    exit 1
+fi
+say "model dir: $MODEL_DIR"
+say "gguf:      $GGUF"
+say "raw outputs in $OUT_DIR"
+
+# (a) STREAM triad.
+TRIAD_BIN="$OUT_DIR/stream_triad"
+if ! ${CC:-cc} -std=c11 -O3 -march=native -o "$TRIAD_BIN" "$REPO_ROOT/bench/stream_triad_main.c" -lpthread; then
+    say "cannot compile bench/stream_triad_main.c"
+    exit 1
+fi
+say "running STREAM triad ($THREADS threads)"
+"$TRIAD_BIN" --threads "$THREADS" --mib "$TRIAD_MIB" --reps "$TRIAD_REPS" --json > "$OUT_DIR/triad.txt" \
+    || say "STREAM triad failed"
+head -n 1 "$OUT_DIR/triad.txt" >&2
+
+# (b) llama.cpp.
+if [ "$SKIP_LLAMACPP" = "1" ]; then
+    say "llama.cpp skipped (SKIP_LLAMACPP=1)"
+elif [ ! -x "$LLAMA_BENCH" ]; then
+    say "llama-bench not found at $LLAMA_BENCH (run bench/setup_llamacpp.sh)"
+elif [ ! -f "$GGUF" ]; then
+    say "GGUF not found at $GGUF (see bench/README.md for the conversion command)"
+else
+    say "running llama-bench -t $THREADS -p $PROMPT_TOKENS -n $GEN_TOKENS -r $REPS"
+    "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" -p "$PROMPT_TOKENS" -n "$GEN_TOKENS" -r "$REPS" -o json \
+        > "$OUT_DIR/llama_bench.json" 2> "$OUT_DIR/llama_bench.stderr" \
+        || { say "llama-bench failed:"; tail -n 5 "$OUT_DIR/llama_bench.stderr" >&2; }
+fi
+
+# (c) tern.
+: > "$OUT_DIR/tern.jsonl"
+if [ "$SKIP_TERN" = "1" ]; then
+    say "tern skipped (SKIP_TERN=1)"
+elif [ ! -x "$TERN" ]; then
+    say "tern binary not found at $TERN (run make)"
+else
+    for i in $(seq 1 "$TERN_REPS"); do
+        say "running tern bench ($i/$TERN_REPS)"
+        if "$TERN" bench --model "$MODEL_DIR" --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" \
+            --threads "$THREADS" --json > "$OUT_DIR/tern.$i.stdout" 2> "$OUT_DIR/tern.$i.stderr"; then
+            tail -n 1 "$OUT_DIR/tern.$i.stdout" >> "$OUT_DIR/tern.jsonl"
+        else
+            say "tern bench is not available or failed:"
+            tail -n 3 "$OUT_DIR/tern.$i.stderr" >&2
+            break
+        fi
+    done
+fi
+
+# Report.
+CPU_MODEL=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
+CPU_FLAGS=$(grep -m1 -o -w -E 'avx512f|avx512_bf16|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')
+python3 - "$OUT_DIR" "$MODEL_DIR" "$THREADS" "$PROMPT_TOKENS" "$GEN_TOKENS" "$REPS" "$TERN_REPS" \
+    "${CPU_MODEL:-unknown}" "$(nproc)" "$CPU_FLAGS" <<'PY'
+import json, os, struct, sys
+
+out_dir, model_dir, threads, pp, tg, reps, tern_reps, cpu, ncpu, flags = sys.argv[1:11]
+pp, tg = int(pp), int(tg)
+
+
+def safetensors_headers(d):
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        files = sorted(set(json.load(open(index))["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    for name in files:
+        with open(os.path.join(d, name), "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            yield json.loads(f.read(n))
+
+
+def weight_bytes_per_token(d):
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    tied = cfg.get("tie_word_embeddings", False)
+    total = embed = 0
+    has_lm_head = False
+    for h in safetensors_headers(d):
+        for name, t in h.items():
+            if name == "__metadata__":
+                continue
+            nbytes = t["data_offsets"][1] - t["data_offsets"][0]
+            total += nbytes
+            if name.endswith("embed_tokens.weight"):
+                embed = nbytes
+            if name == "lm_head.weight":
+                has_lm_head = True
+    # The input table is a row gather; when tied (no lm_head), it is read whole as the output matmul.
+    return total if (tied and not has_lm_head) else total - embed
+
+
+def read_json_lines(path):
+    rows = []
+    try:
+        for line in open(path):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return rows
+
+
+triad = None
+triad_rows = read_json_lines(os.path.join(out_dir, "triad.txt"))
+if triad_rows:
+    triad = triad_rows[-1].get("triad_gbps")
+
+wbytes = weight_bytes_per_token(model_dir)
+ceiling = triad * 1e9 / wbytes if triad else None
+
+llama_pp = llama_tg = None
+llama_info = ""
+try:
+    lb = json.load(open(os.path.join(out_dir, "llama_bench.json")))
+    for t in lb:
+        best = max(t["samples_ts"]) if t.get("samples_ts") else t.get("avg_ts")
+        if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
+            llama_pp = best
+        elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
+            llama_tg = best
+        llama_info = "llama.cpp build %s/%s, model %s, %s" % (
+            t.get("build_commit", "?"), t.get("build_number", "?"), t.get("model_type", "?"),
+            "flash-attn %s" % t.get("flash_attn", "?"))
+except (OSError, ValueError, KeyError, TypeError):
+    pass
+
+tern_rows = read_json_lines(os.path.join(out_dir, "tern.jsonl"))
+tern_pp = max((r["prefill_tps"] for r in tern_rows if "prefill_tps" in r), default=None)
+tern_tg = max((r["decode_tps"] for r in tern_rows if "decode_tps" in r), default=None)
+tern_wbytes = next((r["weight_bytes_per_token"] for r in tern_rows if "weight_bytes_per_token" in r), None)
+
+
+def fmt(v, spec="%.1f"):
+    return spec % v if v is not None else "n/a"
+
+
+def ratio(a, b):
+    return "%.2fx" % (a / b) if a is not None and b else "n/a"
+
+
+def pct(v):
+    return "%.1f%%" % (100.0 * v / ceiling) if v is not None and ceiling else "n/a"
+
+
+print()
+print("| engine | prefill tok/s (pp%d) | decode tok/s (tg%d) | decode %% of bandwidth ceiling |" % (pp, tg))
+print("|---|---:|---:|---:|")
+print("| tern (bf16) | %s | %s | %s |" % (fmt(tern_pp), fmt(tern_tg), pct(tern_tg)))
+print("| llama.cpp (F16) | %s | %s | %s |" % (fmt(llama_pp), fmt(llama_tg), pct(llama_tg)))
+print("| tern / llama.cpp | %s | %s | |" % (ratio(tern_pp, llama_pp), ratio(tern_tg, llama_tg)))
+print()
+print("- machine: %s, %s CPUs online (%s), %s threads used" % (cpu, ncpu, flags.strip() or "?", threads))
+print("- STREAM triad (%s threads, best of repetitions): %s GB/s" % (threads, fmt(triad, "%.2f")))
+print("- weight bytes per decoded token: %d (%.1f MB)%s" % (
+    wbytes, wbytes / 1e6,
+    "" if tern_wbytes is None else "; tern reports %d" % tern_wbytes))
+print("- decode bandwidth ceiling: %s tok/s" % fmt(ceiling))
+print("- best of %s llama-bench repetitions and %d tern runs%s" % (
+    reps, len(tern_rows), "" if tern_rows else " (tern bench not available)"))
+if llama_info:
+    print("- " + llama_info)
+PY
