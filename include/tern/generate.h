@@ -28,6 +28,7 @@ typedef struct {
     tern_sampling_params sampling;
     const int32_t *extra_eos;  /* borrowed: more ids that end generation */
     int n_extra_eos;
+    int ignore_eos;            /* keep generating through end-of-sequence ids */
 } tern_generate_opts;
 
 typedef struct {

@@ -1,6 +1,6 @@
 /* tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]
  *     [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
- *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out]
+ *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out] [--ignore-eos]
  *
  * Streams the generated text to stdout (or, with --ids-out, prints only the
  * generated ids comma-separated). --chat renders --prompt as one user message
@@ -20,7 +20,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]\n"
             "       [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
-            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out]\n");
+            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out] [--ignore-eos]\n");
 }
 
 typedef struct {
@@ -53,6 +53,7 @@ int tern_cmd_generate(int argc, char **argv)
         const char *a = argv[i], *v;
         if (!strcmp(a, "--chat")) { chat = 1; continue; }
         if (!strcmp(a, "--ids-out")) { ids_out = 1; continue; }
+        if (!strcmp(a, "--ignore-eos")) { go.ignore_eos = 1; continue; }
         if (!strcmp(a, "--help")) { usage(); return 0; }
         if (!(v = cli_value(argc, argv, i))) return 2;
         i++;

@@ -99,7 +99,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
         memcpy(logits, lp, (size_t)V * sizeof *lp);
         if ((st = tern_sample_logprobs(&o->sampling, logits, V, (uint64_t)step, &tok))) goto done;
         if (step == 0) t_first = now();
-        if (is_eos(m, o, tok)) { stats->finish = TERN_FINISH_EOS; break; }
+        if (!o->ignore_eos && is_eos(m, o, tok)) { stats->finish = TERN_FINISH_EOS; break; }
         hist[n_hist++] = tok;
         stats->generated_tokens++;
         ev.token = tok;
