@@ -6,6 +6,8 @@
 
 /* Declared here so that adding a command is one line in each list below. */
 int tern_cmd_version(int argc, char **argv);
+int tern_cmd_tokenize(int argc, char **argv);
+int tern_cmd_detokenize(int argc, char **argv);
 int tern_cmd_logits(int argc, char **argv);
 int tern_cmd_generate(int argc, char **argv);
 int tern_cmd_bench(int argc, char **argv);
@@ -13,6 +15,8 @@ int tern_cmd_inspect(int argc, char **argv);
 
 const tern_cli_command tern_cli_commands[] = {
     {"version", tern_cmd_version, "print the version"},
+    {"tokenize", tern_cmd_tokenize, "text to token ids with tokenizer.json"},
+    {"detokenize", tern_cmd_detokenize, "token ids to text with tokenizer.json"},
     {"logits", tern_cmd_logits, "write the logits of a token sequence"},
     {"generate", tern_cmd_generate, "generate text from a prompt"},
     {"bench", tern_cmd_bench, "measure prefill and decode speed"},

@@ -1,0 +1,138 @@
+/* Normalizers: Unicode normal forms (utf8proc), Lowercase, Prepend, Replace,
+ * Strip and Sequence. Each maps one string to a new string; offsets are not
+ * tracked because tern does not expose them. */
+#include "text/tok_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+static tern_status unicode_form(const char *s, size_t len, int type, tok_buf *out)
+{
+    utf8proc_option_t opt = UTF8PROC_STABLE;
+    if (type == NORM_NFC || type == NORM_NFKC) opt |= UTF8PROC_COMPOSE;
+    else opt |= UTF8PROC_DECOMPOSE;
+    if (type == NORM_NFKC || type == NORM_NFKD) opt |= UTF8PROC_COMPAT;
+    if (len == 0) return tok_buf_put(out, "", 0);
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst, opt);
+    if (n < 0) return tern_error(TERN_E_INVALID, "tokenizer: normalization failed: %s",
+                                 utf8proc_errmsg(n));
+    tern_status st = tok_buf_put(out, dst, (size_t)n);
+    free(dst);
+    return st;
+}
+
+static tern_status lowercase(const char *s, size_t len, tok_buf *out)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    tern_status st = tok_buf_put(out, "", 0);
+    for (size_t i = 0; i < len && !st;) {
+        uint32_t cp;
+        i += (size_t)tok_utf8_next(p + i, &cp);
+        char tmp[8];
+        int n;
+        if (cp == 0x130) {  /* full lowercase mapping: i + combining dot above */
+            memcpy(tmp, "i\xCC\x87", 3);
+            n = 3;
+        } else {
+            n = tok_utf8_put(tmp, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp));
+        }
+        st = tok_buf_put(out, tmp, (size_t)n);
+    }
+    return st;
+}
+
+static tern_status replace(const tok_norm *nm, const char *s, size_t len, tok_buf *out)
+{
+    tern_status st = tok_buf_put(out, "", 0);
+    if (nm->re) {
+        pcre2_match_data *md = pcre2_match_data_create_from_pattern(nm->re, NULL);
+        if (!md) return tern_error(TERN_E_NOMEM, "tokenizer: out of memory");
+        size_t pos = 0, last = 0, ms, me;
+        int r;
+        while (!st && (r = tok_regex_next(nm->re, s, len, &pos, &ms, &me, md)) > 0) {
+            if ((st = tok_buf_put(out, s + last, ms - last))) break;
+            st = tok_buf_put(out, nm->b, nm->blen);
+            last = me;
+        }
+        pcre2_match_data_free(md);
+        if (!st && r < 0) st = TERN_E_INVALID;
+        if (!st) st = tok_buf_put(out, s + last, len - last);
+        return st;
+    }
+    size_t i = 0, last = 0;
+    if (nm->alen == 0) return tok_buf_put(out, s, len);
+    while (!st && i + nm->alen <= len) {
+        const char *q = memmem(s + i, len - i, nm->a, nm->alen);
+        if (!q) break;
+        size_t k = (size_t)(q - s);
+        if ((st = tok_buf_put(out, s + last, k - last))) break;
+        st = tok_buf_put(out, nm->b, nm->blen);
+        i = last = k + nm->alen;
+    }
+    if (!st) st = tok_buf_put(out, s + last, len - last);
+    return st;
+}
+
+static tern_status strip(const tok_norm *nm, const char *s, size_t len, tok_buf *out)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t b = 0, e = len;
+    if (nm->left)
+        while (b < e) {
+            uint32_t cp;
+            int n = tok_utf8_next(p + b, &cp);
+            if (!tok_is_whitespace(cp)) break;
+            b += (size_t)n;
+        }
+    if (nm->right)
+        while (e > b) {
+            size_t k = e - 1;
+            while (k > b && (p[k] & 0xC0) == 0x80) k--;
+            uint32_t cp;
+            tok_utf8_next(p + k, &cp);
+            if (!tok_is_whitespace(cp)) break;
+            e = k;
+        }
+    return tok_buf_put(out, s + b, e - b);
+}
+
+tern_status tok_norm_apply(const tok_norm *nm, const char *s, size_t len, tok_buf *out)
+{
+    out->len = 0;
+    switch (nm->type) {
+    case NORM_NFC: case NORM_NFD: case NORM_NFKC: case NORM_NFKD:
+        return unicode_form(s, len, nm->type, out);
+    case NORM_LOWER: return lowercase(s, len, out);
+    case NORM_PREPEND: {
+        tern_status st = tok_buf_put(out, "", 0);
+        if (!st && len) st = tok_buf_put(out, nm->a, nm->alen);
+        if (!st) st = tok_buf_put(out, s, len);
+        return st;
+    }
+    case NORM_REPLACE: return replace(nm, s, len, out);
+    case NORM_STRIP: return strip(nm, s, len, out);
+    case NORM_SEQ: {
+        tok_buf a = {0};
+        tern_status st = tok_buf_put(out, s, len);
+        for (int i = 0; i < nm->nkids && !st; i++) {
+            st = tok_norm_apply(&nm->kids[i], out->p, out->len, &a);
+            tok_buf t = *out; *out = a; a = t;
+        }
+        free(a.p);
+        return st;
+    }
+    }
+    return tern_error(TERN_E_INTERNAL, "tokenizer: unknown normalizer");
+}
+
+void tok_norm_free(tok_norm *nm)
+{
+    if (!nm) return;
+    for (int i = 0; i < nm->nkids; i++) tok_norm_free(&nm->kids[i]);
+    free(nm->kids);
+    if (nm->re) pcre2_code_free(nm->re);
+    free(nm->a); free(nm->b);
+    memset(nm, 0, sizeof *nm);
+}
