@@ -15,8 +15,7 @@ void tern_apply_top_p(float *logprobs, int vocab, float top_p, tern_sampler_ws *
     float *sorted = ws->f, *probs = ws->f2;
     memcpy(sorted, logprobs, (size_t)vocab * sizeof *sorted);
     tern_sort_floats(sorted, vocab, ws);
-    for (int i = 0; i < vocab; i++)
-        probs[i] = tern_mlx_expf(sorted[i]);
+    tern_mlx_exp_array(sorted, probs, vocab, 0.0f);
     float m = 0.0f;
     for (int i = vocab - 1; i > 0; i--)
         m = m + probs[i];
@@ -89,11 +88,10 @@ int tern_apply_xtc(float *logprobs, int vocab, float probability, float threshol
         if (logprobs[i] > mx)
             mx = logprobs[i];
     }
+    tern_mlx_exp_array(logprobs, probs, vocab, mx);
     float sum = 0.0f;
-    for (int i = 0; i < vocab; i++) {
-        probs[i] = tern_mlx_expf(logprobs[i] - mx);
+    for (int i = 0; i < vocab; i++)
         sum += probs[i];
-    }
     float inv = 1.0f / sum;
     float least_above = INFINITY;
     for (int i = 0; i < vocab; i++) {
@@ -129,11 +127,14 @@ int32_t tern_categorical(const float *logprobs, int vocab, float temperature,
         if (isnan(w[i]) || w[i] > top)
             top = w[i];
     }
+    if (isinf(top))
+        for (int i = 0; i < vocab; i++)
+            w[i] = w[i] == top ? 1.0f : 0.0f;
+    else
+        tern_mlx_exp_array(w, w, vocab, top);
     float total = 0.0f;
-    for (int i = 0; i < vocab; i++) {
-        w[i] = isinf(top) ? (w[i] == top ? 1.0f : 0.0f) : tern_mlx_expf(w[i] - top);
+    for (int i = 0; i < vocab; i++)
         total = total + w[i];
-    }
     float x = tern_prng_word_to_uniform(tern_prng_bits_at(key, 1, 0)) * total;
     int count = 0;
     float e = 0.0f;

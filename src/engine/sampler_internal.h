@@ -14,6 +14,12 @@
  * from expf in the last bits, which matters where mlx-lm compares sums. */
 float tern_mlx_expf(float x);
 
+/* out[i] = tern_mlx_expf(x[i] - shift) for i < n (out may equal x). */
+void tern_mlx_exp_array(const float *x, float *out, int n, float shift);
+
+/* The float sum, in index order, of tern_mlx_expf(x[i] - shift). */
+float tern_mlx_exp_sum(const float *x, int n, float shift);
+
 /* logsumexp over x[n] as MLX computes it: max, then the sequential float sum
  * of exp(x - max), then log(sum) + max (max itself when it is infinite). */
 float tern_mlx_logsumexp(const float *x, int n);

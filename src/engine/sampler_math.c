@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-float tern_mlx_expf(float xi)
+/* 2^(x/ln 2): integer part by exponent bits, fraction by a polynomial
+ * evaluated with fused multiply-adds (MLX rounds x + 0.5 in double before
+ * the floor). Inlined into a plain and an FMA-enabled copy below: both give
+ * the same bits, the FMA copy avoids a libm call per step. */
+static inline __attribute__((always_inline)) float exp_body(float xi)
 {
     if (isnan(xi))
         return xi;
@@ -15,8 +19,6 @@ float tern_mlx_expf(float xi)
         return INFINITY;
     if (xi < -88.0f)
         return 0.0f;
-    /* 2^(x/ln 2): integer part by exponent bits, fraction by polynomial.
-     * MLX rounds x + 0.5 in double before the floor. */
     float x = xi * 1.442695f;
     float ipart = (float)floor((double)x + 0.5);
     float fpart = x - ipart;
@@ -33,6 +35,67 @@ float tern_mlx_expf(float xi)
     return scale * p;
 }
 
+float tern_mlx_expf(float xi)
+{
+    return exp_body(xi);
+}
+
+static void exp_array_plain(const float *x, float *out, int n, float shift)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = exp_body(x[i] - shift);
+}
+
+static float exp_sum_plain(const float *x, int n, float shift)
+{
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++)
+        sum += exp_body(x[i] - shift);
+    return sum;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("fma,sse4.1"))) static void exp_array_fma(const float *x, float *out,
+                                                                 int n, float shift)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = exp_body(x[i] - shift);
+}
+
+__attribute__((target("fma,sse4.1"))) static float exp_sum_fma(const float *x, int n, float shift)
+{
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++)
+        sum += exp_body(x[i] - shift);
+    return sum;
+}
+
+static int have_fma(void)
+{
+    return __builtin_cpu_supports("fma") && __builtin_cpu_supports("sse4.1");
+}
+#endif
+
+void tern_mlx_exp_array(const float *x, float *out, int n, float shift)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_fma()) {
+        exp_array_fma(x, out, n, shift);
+        return;
+    }
+#endif
+    exp_array_plain(x, out, n, shift);
+}
+
+float tern_mlx_exp_sum(const float *x, int n, float shift)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_fma())
+        return exp_sum_fma(x, n, shift);
+#endif
+    return exp_sum_plain(x, n, shift);
+}
+
 static float max_nan(float a, float b)
 {
     if (isnan(a))
@@ -47,9 +110,7 @@ float tern_mlx_logsumexp(const float *x, int n)
     float mx = -INFINITY;
     for (int i = 0; i < n; i++)
         mx = max_nan(x[i], mx);
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++)
-        sum += tern_mlx_expf(x[i] - mx);
+    float sum = tern_mlx_exp_sum(x, n, mx);
     if (isinf(mx))
         return mx;
     return logf(sum) + mx;
@@ -130,6 +191,39 @@ void tern_sort_floats(float *x, int n, tern_sampler_ws *ws)
         x[i] = key_float(ws->u0[i]);
 }
 
+/* The value that would sit at index kth if a[n] were sorted ascending
+ * (quickselect; a is reordered). */
+static uint32_t select_kth(uint32_t *a, int n, int kth)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        uint32_t x = a[lo], y = a[mid], z = a[hi];
+        uint32_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint32_t t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (kth <= j)
+            hi = j;
+        else if (kth >= i)
+            lo = i;
+        else
+            return a[kth];
+    }
+    return a[kth];
+}
+
 void tern_select_top(const float *x, int n, int k, int prefer_high_index, tern_sampler_ws *ws)
 {
     memset(ws->keep, 0, (size_t)n);
@@ -139,27 +233,26 @@ void tern_select_top(const float *x, int n, int k, int prefer_high_index, tern_s
         memset(ws->keep, 1, (size_t)n);
         return;
     }
+    uint32_t *key = ws->u1;
     for (int i = 0; i < n; i++)
-        ws->u0[i] = float_key(x[i]);
-    radix_sort_u32(ws->u0, ws->u1, n);
-    uint32_t kth = ws->u0[n - k];
+        key[i] = float_key(x[i]);
+    memcpy(ws->u0, key, (size_t)n * sizeof *key);
+    uint32_t kth = select_kth(ws->u0, n, n - k);
     int above = 0;
     for (int i = 0; i < n; i++) {
-        if (float_key(x[i]) > kth) {
-            ws->keep[i] = 1;
-            above++;
-        }
+        ws->keep[i] = key[i] > kth;
+        above += ws->keep[i];
     }
     int ties = k - above;
     if (prefer_high_index) {
         for (int i = n - 1; i >= 0 && ties > 0; i--)
-            if (float_key(x[i]) == kth) {
+            if (key[i] == kth) {
                 ws->keep[i] = 1;
                 ties--;
             }
     } else {
         for (int i = 0; i < n && ties > 0; i++)
-            if (float_key(x[i]) == kth) {
+            if (key[i] == kth) {
                 ws->keep[i] = 1;
                 ties--;
             }
