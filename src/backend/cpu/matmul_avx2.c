@@ -106,7 +106,7 @@ KERN_INLINE void tile(tern_dtype wdt, int mr, int nr, const float *x, long ldx, 
 KERN_INLINE void block(tern_dtype wdt, const float *x, long ldx, int M, int K, const void *w,
                        int n0, int n1, float *y, long ldy)
 {
-    size_t wsz = tern_dtype_size(wdt);
+    size_t wsz = wdt == TERN_DT_F32 ? 4 : 2;
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const float *xm = x + m * ldx;
