@@ -87,10 +87,11 @@ int srv_queue_running(srv_queue *q)
     return v;
 }
 
-void srv_queue_destroy(srv_queue *q)
+void srv_queue_stop(srv_queue *q)
 {
     if (!q) return;
     pthread_mutex_lock(&q->mu);
+    if (q->stopping) { pthread_mutex_unlock(&q->mu); return; }
     q->stopping = 1;
     srv_job *j = q->head;
     q->head = q->tail = NULL;
@@ -103,6 +104,12 @@ void srv_queue_destroy(srv_queue *q)
         j = next;
     }
     pthread_join(q->worker, NULL);
+}
+
+void srv_queue_destroy(srv_queue *q)
+{
+    if (!q) return;
+    srv_queue_stop(q);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     free(q);

@@ -25,8 +25,10 @@ tern_status srv_queue_create(int capacity, srv_queue **out);
 int srv_queue_push(srv_queue *q, srv_job *job);
 int srv_queue_waiting(srv_queue *q);
 int srv_queue_running(srv_queue *q);
-/* Stops taking jobs, drops the waiting ones, waits for the running one and
- * joins the worker; then frees the queue. */
+/* Stops taking jobs (push then returns -2), drops the waiting ones, waits for
+ * the running one and joins the worker. Idempotent. */
+void srv_queue_stop(srv_queue *q);
+/* Stops (if not yet) and frees the queue. */
 void srv_queue_destroy(srv_queue *q);
 
 #endif

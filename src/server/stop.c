@@ -10,6 +10,7 @@ struct srv_stop {
     int     n;
     srv_buf pending;  /* text not yet emitted */
     int     matched;
+    int     which;    /* index of the sequence that matched */
 };
 
 tern_status srv_stop_create(const char *const *seqs, int n, srv_stop **out)
@@ -46,6 +47,8 @@ void srv_stop_free(srv_stop *s)
 
 int srv_stop_matched(const srv_stop *s) { return s->matched; }
 
+const char *srv_stop_which(const srv_stop *s) { return s->matched ? s->seqs[s->which] : NULL; }
+
 /* Length of the longest suffix of text[0,len) that is a proper prefix of a sequence. */
 static size_t held_tail(const srv_stop *s, const char *text, size_t len)
 {
@@ -72,7 +75,7 @@ int srv_stop_push(srv_stop *s, const char *text, size_t len, srv_buf *out)
     const char *first = NULL;
     for (int i = 0; i < s->n; i++) {
         const char *hit = memmem(p, plen, s->seqs[i], s->lens[i]);
-        if (hit && (!first || hit < first)) first = hit;
+        if (hit && (!first || hit < first)) { first = hit; s->which = i; }
     }
     if (first) {
         if (srv_buf_append(out, p, (size_t)(first - p))) return -1;

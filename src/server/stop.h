@@ -26,5 +26,7 @@ int srv_stop_push(srv_stop *s, const char *text, size_t len, srv_buf *out);
 /* End of generation without a match: emits the held-back tail. */
 int srv_stop_flush(srv_stop *s, srv_buf *out);
 int srv_stop_matched(const srv_stop *s);
+/* The sequence that matched (borrowed), or NULL. */
+const char *srv_stop_which(const srv_stop *s);
 
 #endif

@@ -1,0 +1,86 @@
+/* tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]
+ *     [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]
+ *     [--prefill-step-size 2048] [--log-level INFO] [--max-body-bytes 8388608]
+ *     [--queue-size 64] [--threads N]
+ *
+ * An OpenAI / Anthropic compatible HTTP server with mlx_lm.server's flags and
+ * defaults. mlx_lm.server flags that change nothing here are accepted with a
+ * notice; ones that ask for a missing feature are refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+#include "server/server.h"
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]\n"
+            "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
+            "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
+            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N]\n");
+}
+
+static int log_level(const char *v)
+{
+    static const char *const names[] = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"};
+    for (int i = 0; i < 5; i++)
+        if (!strcasecmp(v, names[i])) return i > 3 ? 3 : i;
+    return -1;
+}
+
+int tern_cmd_serve(int argc, char **argv)
+{
+    tern_server_opts o;
+    tern_server_opts_default(&o);
+    static const char *const ignored_valued[] = {"--allowed-origins", "--decode-concurrency", "--prompt-concurrency",
+                                                 "--prompt-cache-size", "--prompt-cache-bytes", "--num-draft-tokens",
+                                                 NULL};
+    static const char *const ignored_flags[] = {"--trust-remote-code", "--use-default-chat-template", "--pipeline", NULL};
+    static const char *const refused[] = {"--adapter-path", "--draft-model", "--chat-template", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        int skip = 0;
+        for (int k = 0; ignored_flags[k]; k++)
+            if (!strcmp(a, ignored_flags[k])) skip = 1;
+        if (skip) { fprintf(stderr, "tern serve: %s has no effect here\n", a); continue; }
+        if (!(v = cli_value(argc, argv, i))) return 2;
+        i++;
+        for (int k = 0; refused[k]; k++)
+            if (!strcmp(a, refused[k])) { fprintf(stderr, "tern serve: %s is not supported yet\n", a); return 2; }
+        for (int k = 0; ignored_valued[k]; k++)
+            if (!strcmp(a, ignored_valued[k])) skip = 1;
+        if (skip) { fprintf(stderr, "tern serve: %s has no effect here\n", a); continue; }
+        int bad = 0, big = 0;
+        if (!strcmp(a, "--model")) o.model_dir = v;
+        else if (!strcmp(a, "--host")) o.host = v;
+        else if (!strcmp(a, "--port")) bad = cli_int(a, v, 0, 65535, &o.port);
+        else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) bad = cli_float(a, v, &o.temperature);
+        else if (!strcmp(a, "--top-p")) bad = cli_float(a, v, &o.top_p);
+        else if (!strcmp(a, "--top-k")) bad = cli_int(a, v, 0, 1 << 30, &o.top_k);
+        else if (!strcmp(a, "--min-p")) bad = cli_float(a, v, &o.min_p);
+        else if (!strcmp(a, "--max-tokens")) bad = cli_int(a, v, 0, 1 << 30, &o.max_tokens);
+        else if (!strcmp(a, "--chat-template-args")) o.chat_template_args = v;
+        else if (!strcmp(a, "--prefill-step-size")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_step);
+        else if (!strcmp(a, "--queue-size")) bad = cli_int(a, v, 1, 1 << 20, &o.queue_size);
+        else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &o.n_threads);
+        else if (!strcmp(a, "--max-body-bytes")) { bad = cli_int(a, v, 1024, 1 << 30, &big); o.max_body = (size_t)big; }
+        else if (!strcmp(a, "--log-level")) {
+            o.log_level = log_level(v);
+            if (o.log_level < 0) { fprintf(stderr, "tern serve: unknown --log-level %s\n", v); return 2; }
+        } else { fprintf(stderr, "tern serve: unknown option %s\n", a); usage(); return 2; }
+        if (bad) return 2;
+    }
+    if (!o.model_dir) { usage(); return 2; }
+    if (o.temperature < 0 || o.top_p < 0 || o.top_p > 1 || o.min_p < 0 || o.min_p > 1) {
+        fprintf(stderr, "tern serve: --temp must be >= 0, --top-p and --min-p in [0, 1]\n");
+        return 2;
+    }
+    if (tern_server_run(&o) != TERN_OK) {
+        fprintf(stderr, "tern serve: %s\n", tern_last_error());
+        return 1;
+    }
+    return 0;
+}

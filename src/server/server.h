@@ -1,0 +1,33 @@
+/* `tern serve`: an OpenAI / Anthropic compatible HTTP server, a drop-in for
+ * mlx_lm.server. tern_server_run loads the model, listens, and returns after
+ * SIGINT or SIGTERM once every connection is closed. */
+#ifndef TERN_SERVER_SERVER_H
+#define TERN_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "tern/status.h"
+
+typedef struct {
+    const char *model_dir;          /* borrowed */
+    const char *host;               /* "127.0.0.1" */
+    int         port;               /* 8080 */
+    float       temperature;        /* 0.0 */
+    float       top_p;              /* 1.0 */
+    int         top_k;              /* 0 */
+    float       min_p;              /* 0.0 */
+    int         max_tokens;         /* 512 */
+    const char *chat_template_args; /* JSON object text or NULL */
+    int         prefill_step;       /* 2048 */
+    int         log_level;          /* 0 DEBUG .. 3 ERROR; 1 = INFO */
+    size_t      max_body;           /* request body cap in bytes (8 MiB) */
+    int         queue_size;         /* waiting requests beyond the running one (64) */
+    int         n_threads;          /* compute threads; 0 = all cores */
+} tern_server_opts;
+
+void tern_server_opts_default(tern_server_opts *o);
+/* Blocks until SIGINT/SIGTERM. Must be called before any other thread is
+ * started (it blocks those signals for the threads it creates). */
+tern_status tern_server_run(const tern_server_opts *o);
+
+#endif
