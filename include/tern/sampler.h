@@ -56,4 +56,10 @@ void tern_log_softmax(const float *logits, float *logprobs, int vocab);
 tern_status tern_sample_logprobs(const tern_sampling_params *p, float *logprobs, int vocab,
                                  uint64_t step, int32_t *token_out);
 
+/* The k highest entries of logprobs[vocab] (k is clipped to vocab), for the
+ * server's top_logprobs: written to ids[k] and vals[k] (borrowed outputs),
+ * sorted descending, ties toward the lower id. Returns how many were
+ * written (0 when k <= 0), or -1 when memory ran out. */
+int tern_top_logprobs(const float *logprobs, int vocab, int k, int32_t *ids, float *vals);
+
 #endif

@@ -2,6 +2,7 @@
  * reproducing the mlx-lm function of the same name on MLX's CPU backend:
  * same float steps, same tie rules, same random stream layout. */
 #include "engine/sampler_internal.h"
+#include "tern/sampler.h"
 
 #include <math.h>
 #include <stdlib.h>

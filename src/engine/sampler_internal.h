@@ -71,9 +71,4 @@ int32_t tern_categorical(const float *logprobs, int vocab, float temperature,
 /* argmax with MLX's rule: the first index holding the maximum. */
 int32_t tern_argmax(const float *x, int n);
 
-/* The k highest logprobs (k clipped to vocab), sorted descending, ties
- * toward the lower id; ids[k] and vals[k] are borrowed outputs. Returns the
- * number written, or -1 when memory ran out. */
-int tern_top_logprobs(const float *logprobs, int vocab, int k, int32_t *ids, float *vals);
-
 #endif

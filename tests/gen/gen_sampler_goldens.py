@@ -260,7 +260,25 @@ def main():
                     assert int(t.item()) == toks[i], "keyed replica diverges from make_sampler"
     out["mlx_lm_sampler"] = sampler_cases
 
-    # 5. PRNG layout: bits (through uniform), split, gumbel, step keys.
+    # 5. A Qwen-sized vocabulary whose logits both sides rebuild from the PRNG
+    # (uniform(key(5), [V]) * 12, plus a few spikes), so only tokens are stored.
+    big_v = 151936
+    spikes = {"17": 9.0, "9001": 8.5, "151000": 8.0, "42": 6.0}
+    big = mx.random.uniform(shape=(big_v,), key=mx.random.key(5)) * 12.0
+    for i, v in spikes.items():
+        big[int(i)] = big[int(i)] + v
+    big_lp = np.array((big - mx.logsumexp(big, keepdims=True)))
+    big_cases = []
+    for cfg in draw_cfgs:
+        x, _ = run_chain(big_lp, cfg, step_key(99, 0))
+        finite = int(np.isfinite(np.array(x)).sum())
+        toks = [draw(big_lp, cfg, 99, step) for step in range(6)]
+        big_cases.append({"params": cfg, "seed": "99", "tokens": toks,
+                          "finite_after_filters_step0": finite})
+    out["big_vocab"] = {"vocab": big_v, "key_seed": 5, "scale": 12.0, "spikes": spikes,
+                        "cases": big_cases}
+
+    # 6. PRNG layout: bits (through uniform), split, gumbel, step keys.
     prng = []
     for seed in (0, 1, 0x123456789ABCDEF0, MASK64):
         k = mx.random.key(seed)

@@ -199,6 +199,24 @@ static void test_processors(json_t *root, int vocab)
     printf("processors: %d cases, %d/%d entries bit-exact\n", cases, exact, total);
 }
 
+/* Filters of the chain in make_sampler's order with the keys tern uses. */
+static void run_filters(const tern_sampling_params *p, float *lp, int vocab, tern_prng_key key,
+                        tern_sampler_ws *ws)
+{
+    tern_prng_key xk = key, dk = key;
+    if (p->xtc_probability > 0)
+        tern_prng_split(key, &xk, &dk);
+    if (p->top_p > 0 && p->top_p < 1)
+        tern_apply_top_p(lp, vocab, p->top_p, ws);
+    if (p->min_p != 0)
+        tern_apply_min_p(lp, vocab, p->min_p, p->min_tokens_to_keep, ws);
+    if (p->xtc_probability > 0)
+        tern_apply_xtc(lp, vocab, p->xtc_probability, p->xtc_threshold, p->xtc_special,
+                       p->n_xtc_special, xk, ws);
+    if (p->top_k > 0)
+        tern_apply_top_k(lp, vocab, p->top_k, ws);
+}
+
 static void test_filters(json_t *root, int vocab)
 {
     json_t *c;
@@ -215,19 +233,7 @@ static void test_filters(json_t *root, int vocab)
         tern_sampling_params p;
         params_from_json(json_object_get(c, "params"), &p, bias_ids, bias_vals, special);
         CHECK(tern_sampling_params_validate(&p) == TERN_OK);
-        tern_prng_key key = tern_prng_step_key(get_seed(c), (uint64_t)num(c, "step", 0));
-        tern_prng_key xk = key, dk = key;
-        if (p.xtc_probability > 0)
-            tern_prng_split(key, &xk, &dk);
-        if (p.top_p > 0 && p.top_p < 1)
-            tern_apply_top_p(lp, vocab, p.top_p, &ws);
-        if (p.min_p != 0)
-            tern_apply_min_p(lp, vocab, p.min_p, p.min_tokens_to_keep, &ws);
-        if (p.xtc_probability > 0)
-            tern_apply_xtc(lp, vocab, p.xtc_probability, p.xtc_threshold, p.xtc_special,
-                           p.n_xtc_special, xk, &ws);
-        if (p.top_k > 0)
-            tern_apply_top_k(lp, vocab, p.top_k, &ws);
+        run_filters(&p, lp, vocab, tern_prng_step_key(get_seed(c), (uint64_t)num(c, "step", 0)), &ws);
         int e = 0;
         CHECK_MSG(same_vec(lp, want, vocab, 0.0f, &e) && e == vocab,
                   "filter case %zu (%s): %d/%d identical", i, name, e, vocab);
@@ -312,6 +318,73 @@ static void test_mlx_lm_sampler(json_t *root, int vocab)
     printf("mlx-lm make_sampler: %d/%d tokens identical\n", same, draws);
 }
 
+/* A 151936-token vocabulary rebuilt from the PRNG on both sides. */
+static void test_big_vocab(json_t *root)
+{
+    json_t *big = json_object_get(root, "big_vocab");
+    int vocab = (int)json_integer_value(json_object_get(big, "vocab"));
+    CHECK(vocab > 0);
+    float *logits = malloc((size_t)vocab * sizeof *logits);
+    float *lp = malloc((size_t)vocab * sizeof *lp);
+    float *x = malloc((size_t)vocab * sizeof *x);
+    uint32_t *bits = malloc((size_t)vocab * sizeof *bits);
+    tern_sampler_ws ws;
+    int ws_ok = tern_sampler_ws_init(&ws, vocab) == TERN_OK;
+    CHECK(logits && lp && x && bits && ws_ok);
+    if (!logits || !lp || !x || !bits || !ws_ok)
+        goto out;
+    tern_prng_bits(tern_prng_key_from_seed((uint64_t)json_integer_value(json_object_get(big, "key_seed"))),
+                   bits, (size_t)vocab);
+    float scale = (float)json_number_value(json_object_get(big, "scale"));
+    for (int i = 0; i < vocab; i++)
+        logits[i] = tern_prng_word_to_uniform(bits[i]) * scale;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(big, "spikes"), k, v) {
+        int id = atoi(k);
+        logits[id] = logits[id] + (float)json_number_value(v);
+    }
+    tern_log_softmax(logits, lp, vocab);
+    json_t *c;
+    size_t i;
+    int draws = 0, same = 0;
+    json_array_foreach(json_object_get(big, "cases"), i, c) {
+        float bias_vals[MAXV];
+        int32_t bias_ids[MAXV], special[MAXV];
+        tern_sampling_params p;
+        params_from_json(json_object_get(c, "params"), &p, bias_ids, bias_vals, special);
+        p.seed = get_seed(c);
+        memcpy(x, lp, (size_t)vocab * sizeof *x);
+        if (p.temperature != 0)
+            run_filters(&p, x, vocab, tern_prng_step_key(p.seed, 0), &ws);
+        int finite = 0;
+        for (int j = 0; j < vocab; j++)
+            finite += isfinite(x[j]) != 0;
+        CHECK_MSG(finite == json_integer_value(json_object_get(c, "finite_after_filters_step0")),
+                  "big vocab case %zu: %d tokens survive the filters", i, finite);
+        size_t s;
+        json_t *t;
+        json_array_foreach(json_object_get(c, "tokens"), s, t) {
+            memcpy(x, lp, (size_t)vocab * sizeof *x);
+            int32_t tok = -1;
+            CHECK(tern_sample_logprobs(&p, x, vocab, s, &tok) == TERN_OK);
+            CHECK_MSG(tok == json_integer_value(t), "big vocab case %zu step %zu: %d vs %d", i, s,
+                      (int)tok, (int)json_integer_value(t));
+            same += tok == json_integer_value(t);
+            draws++;
+        }
+    }
+    CHECK(draws > 0);
+    printf("vocab %d: %d/%d tokens identical to mlx\n", vocab, same, draws);
+out:
+    if (ws_ok)
+        tern_sampler_ws_free(&ws);
+    free(logits);
+    free(lp);
+    free(x);
+    free(bits);
+}
+
 int main(void)
 {
     json_error_t err;
@@ -327,6 +400,7 @@ int main(void)
     test_filters(root, vocab);
     test_draws(root, vocab);
     test_mlx_lm_sampler(root, vocab);
+    test_big_vocab(root);
     json_decref(root);
     return check_summary("sampler");
 }
