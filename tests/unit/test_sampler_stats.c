@@ -239,6 +239,28 @@ static void test_top_logprobs(void)
     CHECK(tern_top_logprobs(lp, V, 0, ids, vals) == 0);
 }
 
+/* The FMA-dispatched array exp and the scalar one agree bit for bit. */
+static void test_exp_paths(void)
+{
+    enum { N = 200000 };
+    static float x[N], y[N];
+    tern_prng_key k = tern_prng_key_from_seed(11);
+    for (int i = 0; i < N; i++)
+        x[i] = tern_prng_word_to_uniform(tern_prng_bits_at(k, N, (size_t)i)) * 190.0f - 95.0f;
+    x[0] = -INFINITY;
+    x[1] = INFINITY;
+    x[2] = NAN;
+    x[3] = 0.0f;
+    tern_mlx_exp_array(x, y, N, 0.0f);
+    int same = 1;
+    for (int i = 0; i < N; i++) {
+        float r = tern_mlx_expf(x[i]);
+        same &= memcmp(&r, &y[i], sizeof r) == 0;
+    }
+    CHECK(same);
+    CHECK(y[0] == 0.0f && isinf(y[1]) && isnan(y[2]) && y[3] == 1.0f);
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -288,6 +310,7 @@ int main(void)
     test_determinism();
     test_validation();
     test_top_logprobs();
+    test_exp_paths();
     test_large_vocab();
     return check_summary("sampler_stats");
 }
