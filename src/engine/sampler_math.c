@@ -164,22 +164,29 @@ static float key_float(uint32_t k)
     return f;
 }
 
-/* LSD radix sort, four 8-bit passes; the result ends back in a. */
+/* LSD radix sort in three 11-bit passes (bits 0-10, 11-21, 22-31); a pass
+ * whose digit is the same for every key is skipped. The result is in a. */
 static void radix_sort_u32(uint32_t *a, uint32_t *tmp, int n)
 {
+    static const int shifts[3] = {0, 11, 22};
     uint32_t *src = a, *dst = tmp;
-    for (int shift = 0; shift < 32; shift += 8) {
-        size_t count[257] = {0};
+    for (int p = 0; p < 3; p++) {
+        int shift = shifts[p];
+        size_t count[2049] = {0};
         for (int i = 0; i < n; i++)
-            count[((src[i] >> shift) & 0xFFu) + 1]++;
-        for (int b = 0; b < 256; b++)
+            count[((src[i] >> shift) & 0x7FFu) + 1]++;
+        if (n > 0 && count[((src[0] >> shift) & 0x7FFu) + 1] == (size_t)n)
+            continue;
+        for (int b = 0; b < 2048; b++)
             count[b + 1] += count[b];
         for (int i = 0; i < n; i++)
-            dst[count[(src[i] >> shift) & 0xFFu]++] = src[i];
+            dst[count[(src[i] >> shift) & 0x7FFu]++] = src[i];
         uint32_t *t = src;
         src = dst;
         dst = t;
     }
+    if (src != a)
+        memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 void tern_sort_floats(float *x, int n, tern_sampler_ws *ws)
