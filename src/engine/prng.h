@@ -40,7 +40,10 @@ void tern_prng_bits(tern_prng_key key, uint32_t *out, size_t n);
  * min((float)bits / 2^32, nextafter(1, 0)). */
 float tern_prng_word_to_uniform(uint32_t bits);
 
-/* Gumbel noise from one random word: -log(-log(uniform)), float32 steps. */
+/* Gumbel noise from one random word: -log(-log(uniform)), float32 steps, as
+ * MLX's random.gumbel. (MLX's categorical uses Gumbel-max only when it draws
+ * several samples at once; one sample from one [1, V] row, which is what
+ * mlx-lm asks for, goes by inverse CDF: see tern_categorical.) */
 float tern_prng_word_to_gumbel(uint32_t bits);
 
 #endif

@@ -11,6 +11,9 @@ key(seed XOR ((step + 1) * 0x9e3779b97f4a7c15)) and, when XTC is on, splits
 that key: row 0 drives XTC's uniform draw, row 1 the categorical draw. mlx-lm's
 apply_xtc draws from the global random state, so here its body is run with an
 explicit key (checked equal to apply_xtc itself where the draw cannot matter).
+The draw is mx.random.categorical on a [1, V] row, which MLX (0.32) computes
+by inverse CDF from one uniform; the keyed replica is checked against
+make_sampler itself under mx.random.seed.
 
 Float arrays are stored as hex strings of little-endian float32 bytes, so
 -inf and every bit survive the JSON; 64-bit seeds are decimal strings.
