@@ -34,7 +34,8 @@ void tern_chat_template_free(tern_chat_template *t);
  * variables (e.g. {"enable_thinking": false}) or NULL. Messages are normalized
  * as transformers does (keys whose value is null are dropped; reasoning given as
  * reasoning_content, thinking or reasoning is visible under all of
- * reasoning_content and thinking). *out is an owned NUL-terminated string
+ * reasoning_content and thinking); an empty conversation is refused, as
+ * transformers does. *out is an owned NUL-terminated string
  * (free()). Template errors (raise_exception, type errors, calling undefined,
  * limits on output size, memory, steps or recursion) give TERN_E_INVALID with
  * the template line in the message. */

@@ -265,6 +265,10 @@ tern_status tern_chat_template_render(const tern_chat_template *t, const char *m
     json_t *jm = parse_json(messages_json, "messages", JSON_ARRAY, &st), *jt = NULL, *jk = NULL;
     if (!jm)
         return st;
+    if (json_array_size(jm) == 0) {   /* as transformers refuses it */
+        json_decref(jm);
+        return tern_error(TERN_E_INVALID, "chat template: cannot apply a chat template to an empty conversation");
+    }
     if (tools_json && !(jt = parse_json(tools_json, "tools", JSON_ARRAY, &st))) {
         json_decref(jm);
         return st;

@@ -231,6 +231,7 @@ static jinja_val call_macro(jinja_ctx *c, const jinja_func *fn, const jinja_args
     jinja_scope *ms = jinja_scope_new(c, fn->closure);
     size_t np = m->nnames;
     jinja_val varargs = jinja_list_new(c->rt, 0), kwargs = jinja_dict_new(c->rt);
+    varargs.u.l->is_tuple = 1;
     char *bound = jinja_alloc(c->rt, np + 1);
     for (size_t i = 0; i < a->npos; i++) {
         if (i < np) {
