@@ -242,7 +242,7 @@ int srv_anth_delta(srv_reply *r, const char *content, const char *reasoning, srv
 
 int srv_anth_finish(srv_reply *r, const srv_reply_end *e, srv_buf *out)
 {
-    const char *reason = stop_reason(e->finish);
+    const char *reason = e->stop_sequence && strcmp(e->finish, "tool_calls") ? "stop_sequence" : stop_reason(e->finish);
     if (!r->stream) {
         json_t *content = json_array();
         if (e->reasoning && e->reasoning[0])

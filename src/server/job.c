@@ -175,7 +175,7 @@ static void job_run(srv_job *base)
     srv_request *r = &j->req;
     int ok = srv_reply_init(&g.reply, r->api, r->stream, r->include_usage, r->model) == 0 &&
              srv_pipe_init(&g.pipe, (const char *const *)r->stop, r->n_stop, c->has_thinking, j->think_inside,
-                           r->tools != NULL) == TERN_OK &&
+                           r->tools != NULL, r->prefill) == TERN_OK &&
              tern_detok_create(c->tok, 0, &g.detok) == TERN_OK;
     if (ok && (r->logprobs || r->top_logprobs > 0)) ok = (g.lp = json_array()) != NULL;
     tern_generate_stats stats;
@@ -204,12 +204,13 @@ static void job_run(srv_job *base)
         o.n_extra_eos = c->n_eos_extra;
         st = tern_generate(c->model, j->ids, j->n_ids, &o, on_token, &g, &stats);
     }
-    if (g.cancelled || srv_chan_cancelled(j->chan)) {
+    srv_metrics_generation(c->metrics, j->n_ids, stats.generated_tokens, stats.prefill_seconds, stats.decode_seconds);
+    if (srv_chan_cancelled(j->chan)) {
+        /* The client is gone: nobody reads the rest. (A server stop instead
+         * falls through and finishes the reply.) */
         srv_metrics_disconnect(c->metrics);
-        if (!atomic_load(&c->stopping)) {
-            srv_chan_close(j->chan, 499);
-            goto done;
-        }
+        srv_chan_close(j->chan, 499);
+        goto done;
     }
     if (st != TERN_OK || g.failed) {
         fail(&g, 500, st != TERN_OK ? tern_last_error() : "generation failed");
@@ -239,7 +240,6 @@ static void job_run(srv_job *base)
     json_decref(calls);
     flush_wire(&g);
     srv_chan_close(j->chan, 200);
-    srv_metrics_generation(c->metrics, j->n_ids, stats.generated_tokens, stats.prefill_seconds, stats.decode_seconds);
 done:
     srv_reply_free(&g.reply);
     srv_pipe_free(&g.pipe);

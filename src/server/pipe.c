@@ -4,7 +4,7 @@
 #include <string.h>
 
 tern_status srv_pipe_init(srv_pipe *p, const char *const *stop, int n_stop, int use_think, int think_inside,
-                          int use_tools)
+                          int use_tools, const char *prefill)
 {
     memset(p, 0, sizeof *p);
     tern_status st = srv_stop_create(stop, n_stop, &p->stop);
@@ -13,6 +13,7 @@ tern_status srv_pipe_init(srv_pipe *p, const char *const *stop, int n_stop, int 
     srv_think_init(&p->think, use_think && think_inside);
     p->use_tools = use_tools;
     srv_tools_init(&p->tools);
+    if (use_tools && srv_tools_seed(&p->tools, prefill)) return tern_error(TERN_E_NOMEM, "out of memory");
     srv_buf_init(&p->stage);
     srv_buf_init(&p->stage2);
     return TERN_OK;

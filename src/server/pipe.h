@@ -24,9 +24,10 @@ typedef struct {
 } srv_pipe;
 
 /* stop (borrowed, copied). use_think: split <think>; think_inside: the prompt
- * left a <think> open. use_tools: route tool-call markup. */
+ * left a <think> open. use_tools: route tool-call markup; prefill (borrowed,
+ * may be NULL): a prefilled assistant text that may leave a tool call open. */
 tern_status srv_pipe_init(srv_pipe *p, const char *const *stop, int n_stop, int use_think, int think_inside,
-                          int use_tools);
+                          int use_tools, const char *prefill);
 void srv_pipe_free(srv_pipe *p);
 /* Appends safe content / reasoning. Returns 1 when a stop string matched
  * (generation should end), 0 otherwise, -1 on OOM. */

@@ -29,6 +29,24 @@ void srv_tools_free(srv_tools *t)
     srv_buf_free(&t->markup);
 }
 
+static const char *last_of(const char *s, const char *lit)
+{
+    const char *last = NULL;
+    for (const char *p = s; (p = strstr(p, lit)); p++) last = p;
+    return last;
+}
+
+int srv_tools_seed(srv_tools *t, const char *prefill)
+{
+    if (!prefill) return 0;
+    const char *open = last_of(prefill, TOOL_OPEN);
+    const char *close = TOOL_CLOSE;
+    if (!open) { open = last_of(prefill, FUNC_OPEN); close = FUNC_CLOSE; }
+    if (!open || strstr(open, close)) return 0;
+    t->capturing = 1;
+    return srv_buf_puts(&t->markup, open);
+}
+
 int srv_tools_push(srv_tools *t, const char *text, size_t len, srv_buf *content)
 {
     if (t->capturing) return srv_buf_append(&t->markup, text, len);

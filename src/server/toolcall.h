@@ -27,6 +27,10 @@ typedef struct {
 
 void srv_tools_init(srv_tools *t);
 void srv_tools_free(srv_tools *t);
+/* A prefilled assistant turn (borrowed) that stops inside tool-call markup
+ * means the reply continues that call: capture starts with the open markup so
+ * that it is parsed together with what the model adds. */
+int srv_tools_seed(srv_tools *t, const char *prefill);
 /* Appends the releasable content of a delta to content. 0, or -1 on OOM. */
 int srv_tools_push(srv_tools *t, const char *text, size_t len, srv_buf *content);
 /* End of generation. tools (borrowed, may be NULL) gives parameter schemas.

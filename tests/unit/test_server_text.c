@@ -167,7 +167,7 @@ static void test_pipe(void)
                        "\"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
     for (int rep = 0; rep < 200; rep++) {
         srv_pipe p;
-        CHECK(srv_pipe_init(&p, NULL, 0, 1, 0, 1) == TERN_OK);
+        CHECK(srv_pipe_init(&p, NULL, 0, 1, 0, 1, NULL) == TERN_OK);
         srv_buf c, r;
         srv_buf_init(&c);
         srv_buf_init(&r);
@@ -191,7 +191,7 @@ static void test_pipe(void)
     /* Unparseable markup is released as content at the end; stop ends before it. */
     const char *stops[] = {"STOP"};
     srv_pipe p;
-    CHECK(srv_pipe_init(&p, stops, 1, 0, 0, 1) == TERN_OK);
+    CHECK(srv_pipe_init(&p, stops, 1, 0, 0, 1, NULL) == TERN_OK);
     srv_buf c, r;
     srv_buf_init(&c);
     srv_buf_init(&r);
@@ -203,6 +203,23 @@ static void test_pipe(void)
     CHECK(calls == NULL && !strcmp(srv_buf_str(&c), "x <tool_call>oops "));
     srv_buf_free(&c);
     srv_buf_free(&r);
+    srv_pipe_free(&p);
+
+    /* A prefill that leaves a call open: the reply completes it. */
+    CHECK(srv_pipe_init(&p, NULL, 0, 0, 0, 1, "ok <function=get_weather>\n<parameter=city>\n") == TERN_OK);
+    srv_buf_init(&c);
+    srv_buf_init(&r);
+    CHECK(srv_pipe_push(&p, "Rome\n</parameter>", 17, &c, &r) == 0);
+    CHECK(srv_pipe_finish(&p, tools, &c, &r, &calls) == 0);
+    CHECK(calls && json_array_size(calls) == 1 && c.len == 0);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    CHECK(!strcmp(json_string_value(json_object_get(fn, "arguments")), "{\"city\": \"Rome\"}"));
+    json_decref(calls);
+    srv_buf_free(&c);
+    srv_buf_free(&r);
+    srv_pipe_free(&p);
+    /* A closed call in the prefill seeds nothing. */
+    CHECK(srv_pipe_init(&p, NULL, 0, 0, 0, 1, "<tool_call>{}</tool_call>") == TERN_OK && !p.tools.capturing);
     srv_pipe_free(&p);
     json_decref(tools);
 }
