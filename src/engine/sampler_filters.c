@@ -49,7 +49,7 @@ void tern_apply_min_p(float *logprobs, int vocab, float min_p, int min_tokens_to
         if (logprobs[i] > top)
             top = logprobs[i];
     }
-    float scaled = top + (float)log((double)min_p);
+    float scaled = top + tern_min_p_offset(min_p);
     if (min_tokens_to_keep > 1)
         tern_select_top(logprobs, vocab, min_tokens_to_keep, 1, ws);
     else
@@ -120,7 +120,7 @@ int32_t tern_categorical(const float *logprobs, int vocab, float temperature,
      * searchsorted_right(exclusive_cumsum(w), x) - 1. */
     if (vocab <= 0)
         return 0;
-    float inv = (float)(1.0 / (double)temperature);
+    float inv = tern_temperature_scale(temperature);
     float *w = ws->f;
     float top = -INFINITY;
     for (int i = 0; i < vocab; i++) {

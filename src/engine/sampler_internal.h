@@ -24,6 +24,12 @@ float tern_mlx_exp_sum(const float *x, int n, float shift);
  * of exp(x - max), then log(sum) + max (max itself when it is infinite). */
 float tern_mlx_logsumexp(const float *x, int n);
 
+/* mlx-lm scales by 1/temperature and offsets min_p by log(min_p) in double
+ * precision from the request's value; tern's parameters are floats, so these
+ * first recover the shortest decimal that the float came from. */
+float tern_temperature_scale(float temperature);
+float tern_min_p_offset(float min_p);
+
 /* Scratch memory for the filters, sized for one vocabulary. */
 typedef struct {
     int cap;         /* entries each buffer holds */

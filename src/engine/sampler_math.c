@@ -4,6 +4,7 @@
 #include "engine/sampler_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,30 @@ float tern_mlx_exp_sum(const float *x, int n, float shift)
         return exp_sum_fma(x, n, shift);
 #endif
     return exp_sum_plain(x, n, shift);
+}
+
+/* The shortest decimal that reads back as f, as a double: the value a
+ * request most likely carried before it was narrowed to float (exact for
+ * every decimal of up to 6 significant digits). */
+static double as_typed(float f)
+{
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f)
+            return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+float tern_temperature_scale(float temperature)
+{
+    return (float)(1.0 / as_typed(temperature));
+}
+
+float tern_min_p_offset(float min_p)
+{
+    return (float)log(as_typed(min_p));
 }
 
 static float max_nan(float a, float b)

@@ -15,10 +15,14 @@ The draw is mx.random.categorical on a [1, V] row, which MLX (0.32) computes
 by inverse CDF from one uniform; the keyed replica is checked against
 make_sampler itself under mx.random.seed.
 
+Sampling values are passed as the plain Python floats a JSON request carries
+(mlx-lm takes 1/temperature and log(min_p) in double precision).
+
 Float arrays are stored as hex strings of little-endian float32 bytes, so
 -inf and every bit survive the JSON; 64-bit seeds are decimal strings.
 """
 import json
+import math
 import os
 import struct
 
@@ -30,11 +34,6 @@ OUT = os.path.join(os.path.dirname(__file__), "..", "goldens", "sampler")
 VOCAB = 512
 GOLDEN_RATIO_64 = 0x9E3779B97F4A7C15
 MASK64 = (1 << 64) - 1
-
-
-def f32(x):
-    """The float32 value of x, as a Python float (tern's params are float32)."""
-    return float(np.float32(x))
 
 
 def hexf(a):
@@ -67,7 +66,7 @@ def make_logits(rng):
 def processors_for(cfg):
     bias = cfg.get("logit_bias")
     return su.make_logits_processors(
-        {int(k): f32(v) for k, v in bias.items()} if bias else None,
+        {int(k): v for k, v in bias.items()} if bias else None,
         cfg.get("repetition_penalty"),
         cfg.get("repetition_context_size", 20),
         cfg.get("presence_penalty"),
@@ -110,13 +109,13 @@ def run_chain(logprobs, cfg, key):
         xtc_key, draw_key = keys[0], keys[1]
     top_p = cfg.get("top_p", 0.0)
     if 0 < top_p < 1.0:
-        x = su.apply_top_p(x, f32(top_p))
+        x = su.apply_top_p(x, top_p)
     min_p = cfg.get("min_p", 0.0)
     if min_p != 0.0:
-        x = su.apply_min_p(x, f32(min_p), cfg.get("min_tokens_to_keep", 1))
+        x = su.apply_min_p(x, min_p, cfg.get("min_tokens_to_keep", 1))
     if cfg.get("xtc_probability", 0.0) > 0.0:
         x = xtc_with_key(
-            x, f32(cfg["xtc_probability"]), f32(cfg["xtc_threshold"]),
+            x, cfg["xtc_probability"], cfg["xtc_threshold"],
             cfg.get("xtc_special", []), xtc_key)
     if cfg.get("top_k", 0) > 0:
         x = su.apply_top_k(x, cfg["top_k"])
@@ -129,7 +128,7 @@ def draw(logprobs, cfg, seed, step):
     if temp == 0:
         return int(su.make_sampler(0.0)(mx.array(logprobs)[None]).item())
     x, draw_key = run_chain(logprobs, cfg, step_key(seed, step))
-    tok = mx.random.categorical(x * (1.0 / f32(temp)), key=draw_key)
+    tok = mx.random.categorical(x * (1.0 / temp), key=draw_key)
     return int(tok.item())
 
 
@@ -137,8 +136,8 @@ def check_xtc_replica(logprobs):
     """The keyed replica equals mlx-lm's apply_xtc when probability is 1."""
     x = mx.array(logprobs)[None]
     special = [5, 6]
-    a = su.apply_xtc(x, 1.0, f32(0.05), special)
-    b = xtc_with_key(x, 1.0, f32(0.05), special, mx.random.key(1))
+    a = su.apply_xtc(x, 1.0, 0.05, special)
+    b = xtc_with_key(x, 1.0, 0.05, special, mx.random.key(1))
     assert np.array_equal(np.array(a), np.array(b)), "xtc replica diverges"
 
 
@@ -215,7 +214,9 @@ def main():
         {"temperature": 0.5},
         {"temperature": 1.5, "top_k": 40},
         {"temperature": 0.75, "top_p": 0.9},
+        {"temperature": 0.7, "top_p": 0.9},
         {"temperature": 1.0, "min_p": 0.05},
+        {"temperature": 0.9, "min_p": 0.03, "min_tokens_to_keep": 2},
         {"temperature": 1.0, "xtc_probability": 0.5, "xtc_threshold": 0.05,
          "xtc_special": special},
         {"temperature": 0.8, "top_p": 0.95, "min_p": 0.02, "xtc_probability": 0.3,
@@ -244,12 +245,12 @@ def main():
             for seed in range(100, 112):
                 mx.random.seed(seed)
                 sampler = su.make_sampler(
-                    f32(cfg["temperature"]), top_p=f32(cfg.get("top_p", 0.0)),
-                    min_p=f32(cfg.get("min_p", 0.0)),
+                    cfg["temperature"], top_p=cfg.get("top_p", 0.0),
+                    min_p=cfg.get("min_p", 0.0),
                     min_tokens_to_keep=cfg.get("min_tokens_to_keep", 1),
                     top_k=cfg.get("top_k", 0),
-                    xtc_probability=f32(cfg.get("xtc_probability", 0.0)),
-                    xtc_threshold=f32(cfg.get("xtc_threshold", 0.0)),
+                    xtc_probability=cfg.get("xtc_probability", 0.0),
+                    xtc_threshold=cfg.get("xtc_threshold", 0.0),
                     xtc_special_tokens=cfg.get("xtc_special", []))
                 toks.append(int(sampler(mx.array(lp_of[n])[None]).item()))
             sampler_cases.append({"logits": n, "params": cfg, "first_seed": 100,
@@ -259,7 +260,7 @@ def main():
                 for i, seed in enumerate(range(100, 112)):
                     x, _ = run_chain(lp_of[n], cfg, mx.random.key(seed))
                     k = mx.random.split(mx.random.key(seed))[1]
-                    t = mx.random.categorical(x * (1.0 / f32(cfg["temperature"])), key=k)
+                    t = mx.random.categorical(x * (1.0 / cfg["temperature"]), key=k)
                     assert int(t.item()) == toks[i], "keyed replica diverges from make_sampler"
     out["mlx_lm_sampler"] = sampler_cases
 
@@ -281,7 +282,16 @@ def main():
     out["big_vocab"] = {"vocab": big_v, "key_seed": 5, "scale": 12.0, "spikes": spikes,
                         "cases": big_cases}
 
-    # 6. PRNG layout: bits (through uniform), split, gumbel, step keys.
+    # 6. The float32 scale 1/temperature and offset log(min_p) that mlx-lm
+    # derives in double precision from the request's values.
+    temps = [round(0.05 * i, 2) for i in range(1, 41)] + [0.33, 0.66, 0.7, 0.95, 1.1, 1.3]
+    mins = [round(0.01 * i, 2) for i in range(1, 100)] + [0.001, 0.005, 0.075, 0.125]
+    out["param_floats"] = {
+        "temperature": [[t, hexf(np.float32(1.0 / t))] for t in temps],
+        "min_p": [[m, hexf(np.float32(math.log(m)))] for m in mins],
+    }
+
+    # 7. PRNG layout: bits (through uniform), split, gumbel, step keys.
     prng = []
     for seed in (0, 1, 0x123456789ABCDEF0, MASK64):
         k = mx.random.key(seed)

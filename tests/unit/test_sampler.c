@@ -385,6 +385,31 @@ out:
     free(bits);
 }
 
+static void test_param_floats(json_t *root)
+{
+    json_t *pf = json_object_get(root, "param_floats"), *e;
+    size_t i;
+    int n = 0, same = 0;
+    json_array_foreach(json_object_get(pf, "temperature"), i, e) {
+        float want, got = tern_temperature_scale((float)json_number_value(json_array_get(e, 0)));
+        CHECK(hex_floats(json_string_value(json_array_get(e, 1)), &want, 1) == 1);
+        CHECK_MSG(memcmp(&got, &want, 4) == 0, "1/T for T=%g: %.9g vs %.9g",
+                  json_number_value(json_array_get(e, 0)), got, want);
+        same += memcmp(&got, &want, 4) == 0;
+        n++;
+    }
+    json_array_foreach(json_object_get(pf, "min_p"), i, e) {
+        float want, got = tern_min_p_offset((float)json_number_value(json_array_get(e, 0)));
+        CHECK(hex_floats(json_string_value(json_array_get(e, 1)), &want, 1) == 1);
+        CHECK_MSG(memcmp(&got, &want, 4) == 0, "log(min_p) for %g: %.9g vs %.9g",
+                  json_number_value(json_array_get(e, 0)), got, want);
+        same += memcmp(&got, &want, 4) == 0;
+        n++;
+    }
+    CHECK(n > 0);
+    printf("1/temperature and log(min_p): %d/%d identical to mlx-lm's\n", same, n);
+}
+
 int main(void)
 {
     json_error_t err;
@@ -395,6 +420,7 @@ int main(void)
     int vocab = (int)json_integer_value(json_object_get(root, "vocab"));
     CHECK(vocab > 0 && vocab <= MAXV);
     test_prng(root);
+    test_param_floats(root);
     test_log_softmax(root, vocab);
     test_processors(root, vocab);
     test_filters(root, vocab);
