@@ -40,26 +40,32 @@ all: $(B)/tern $(TEST_BIN)
 
 $(B)/libtern.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR  $@"
+	@rm -f $@ && ar rcs $@ $^
 
 $(B)/tern: $(CLI_OBJ) $(B)/libtern.a
-	$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJ) $(B)/libtern.a $(LIBS)
+	@echo "  CC  $@"
+	@$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJ) $(B)/libtern.a $(LIBS)
 
 $(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(LIBS) $(LDSAN)
+	@echo "  CC  $@"
+	@$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(LIBS) $(LDSAN)
 
 $(B)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(ISA_AVX512) -MMD -MP -c -o $@ $<
+	@echo "  CC  $@"
+	@$(CC) $(CFLAGS_BASE) $(ISA_AVX512) -MMD -MP -c -o $@ $<
 
 $(B)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(ISA_AVX2) -MMD -MP -c -o $@ $<
+	@echo "  CC  $@"
+	@$(CC) $(CFLAGS_BASE) $(ISA_AVX2) -MMD -MP -c -o $@ $<
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
+	@echo "  CC  $@"
+	@$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
 
 test: all
 	@scripts/run_unit_tests.sh $(B)

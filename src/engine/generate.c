@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sampler_internal.h"
+#include "tern/sampler.h"
 #include "model/forward.h"
 
 enum { MAX_TOP_LOGPROBS = 20 };

@@ -16,6 +16,8 @@ def fixture_dirs():
     dirs = sorted((SHARED / "fixtures" / "models").glob("*")) + sorted((ROOT / "tests" / "fixtures" / "models").glob("*"))
     out = []
     for d in dirs:
+        if not (d / "config.json").exists():
+            continue
         cfg = json.loads((d / "config.json").read_text())
         if cfg["model_type"] in SUPPORTED:
             out.append(d)
