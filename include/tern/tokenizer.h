@@ -37,6 +37,9 @@ tern_status tern_tokenizer_encode(const tern_tokenizer *t, const char *text, siz
  * *out owned NUL-terminated UTF-8 (free()). */
 tern_status tern_tokenizer_decode(const tern_tokenizer *t, const int32_t *ids, int n,
                                   int skip_special, char **out);
+/* Same, also giving the byte length (the text may contain U+0000). */
+tern_status tern_tokenizer_decode_n(const tern_tokenizer *t, const int32_t *ids, int n,
+                                    int skip_special, char **out, size_t *len);
 
 int tern_tokenizer_vocab_size(const tern_tokenizer *t);             /* highest id + 1 */
 /* Raw vocabulary string (added tokens first), borrowed; NULL if none. */
@@ -58,6 +61,9 @@ typedef struct tern_detok tern_detok;
 tern_status tern_detok_create(const tern_tokenizer *t, int skip_special, tern_detok **out);
 tern_status tern_detok_push(tern_detok *d, int32_t id, char **delta);  /* *delta owned (may be ""), free() */
 tern_status tern_detok_flush(tern_detok *d, char **delta);             /* rest of the text at end of stream */
+/* Same as push / flush, also giving the byte length of *delta (may hold U+0000). */
+tern_status tern_detok_push_n(tern_detok *d, int32_t id, char **delta, size_t *len);
+tern_status tern_detok_flush_n(tern_detok *d, char **delta, size_t *len);
 void tern_detok_free(tern_detok *d);
 
 #endif

@@ -45,15 +45,16 @@ static int parse_ids(const char *s, int32_t **ids, int *n)
 }
 
 /* Valid UTF-8 check for the streamed pieces (json_stringn refuses invalid). */
-static int piece_valid(const char *s)
+static int piece_valid(const char *s, size_t n)
 {
-    json_t *j = json_string(s);
+    json_t *j = json_stringn(s, n);
     int ok = j != NULL;
     json_decref(j);
     return ok;
 }
 
-static int stream_decode(const tern_tokenizer *t, const int32_t *ids, int n, int skip, char **out, int *valid)
+static int stream_decode(const tern_tokenizer *t, const int32_t *ids, int n, int skip, char **out, size_t *olen,
+                         int *valid)
 {
     tern_detok *d;
     if (tern_detok_create(t, skip, &d)) return -1;
@@ -63,9 +64,9 @@ static int stream_decode(const tern_tokenizer *t, const int32_t *ids, int n, int
     *valid = 1;
     for (int i = 0; i <= n && !rc; i++) {
         char *delta;
-        if ((i < n ? tern_detok_push(d, ids[i], &delta) : tern_detok_flush(d, &delta))) { rc = -1; break; }
-        size_t k = strlen(delta);
-        if (!piece_valid(delta)) *valid = 0;
+        size_t k;
+        if ((i < n ? tern_detok_push_n(d, ids[i], &delta, &k) : tern_detok_flush_n(d, &delta, &k))) { rc = -1; break; }
+        if (!piece_valid(delta, k)) *valid = 0;
         if (len + k + 1 > cap) {
             while (len + k + 1 > cap) cap *= 2;
             char *p = realloc(acc, cap);
@@ -80,6 +81,7 @@ static int stream_decode(const tern_tokenizer *t, const int32_t *ids, int n, int
     if (rc) { free(acc); return rc; }
     acc[len] = 0;
     *out = acc;
+    *olen = len;
     return 0;
 }
 
@@ -103,14 +105,15 @@ static int run_jsonl(const tern_tokenizer *t)
         }
         json_decref(o);
         char *text = NULL, *stream = NULL;
+        size_t tlen = 0, slen = 0;
         int valid = 0;
         json_t *r = NULL;
         if (!ok) r = json_pack("{s:s}", "error", "line needs an \"ids\" array of token ids");
-        else if (tern_tokenizer_decode(t, ids, (int)m, skip, &text) ||
-                 stream_decode(t, ids, (int)m, skip, &stream, &valid))
+        else if (tern_tokenizer_decode_n(t, ids, (int)m, skip, &text, &tlen) ||
+                 stream_decode(t, ids, (int)m, skip, &stream, &slen, &valid))
             r = json_pack("{s:s}", "error", tern_last_error());
         else
-            r = json_pack("{s:s,s:s,s:b}", "text", text, "stream", stream, "stream_valid", valid);
+            r = json_pack("{s:s%,s:s%,s:b}", "text", text, tlen, "stream", stream, slen, "stream_valid", valid);
         char *s = r ? json_dumps(r, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         printf("%s\n", s ? s : "{\"error\":\"cannot encode the result as JSON\"}");
         if (!s || !ok) rc = 1;
@@ -150,11 +153,12 @@ int tern_cmd_detokenize(int argc, char **argv)
     if (jsonl) rc = run_jsonl(t);
     else {
         char *text;
-        if (tern_tokenizer_decode(t, ids, n, skip, &text)) {
+        size_t len;
+        if (tern_tokenizer_decode_n(t, ids, n, skip, &text, &len)) {
             fprintf(stderr, "tern detokenize: %s\n", tern_last_error());
             rc = 1;
         } else {
-            fputs(text, stdout);
+            fwrite(text, 1, len, stdout);
             if (isatty(STDOUT_FILENO)) fputc('\n', stdout);
             free(text);
         }

@@ -50,7 +50,7 @@ static int run_jsonl(const tern_tokenizer *t, int timing)
     size_t out_cap = 0;
     while ((n = getline(&line, &cap, stdin)) > 0) {
         json_error_t e;
-        json_t *o = json_loadb(line, (size_t)n, 0, &e);
+        json_t *o = json_loadb(line, (size_t)n, JSON_ALLOW_NUL, &e);
         json_t *txt = json_object_get(o, "text"), *as = json_object_get(o, "add_special");
         if (!json_is_string(txt)) {
             print_error_line(o ? "line needs a \"text\" string" : e.text);

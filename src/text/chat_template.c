@@ -20,7 +20,7 @@ struct tern_chat_template {
 
 static const char *const TOKEN_NAMES[4] = {"bos_token", "eos_token", "pad_token", "unk_token"};
 
-enum { MAX_DEPTH = 400, MAX_STEPS = 20 * 1000 * 1000 };
+enum { MAX_DEPTH = 400, MAX_STEPS = 10 * 1000 * 1000 };
 
 static char *dup_or_null(const char *s)
 {

@@ -69,35 +69,37 @@ static tern_status set_done(tern_detok *d, const char *s, size_t n)
     return TERN_OK;
 }
 
-static tern_status give(const char *s, size_t n, char **delta)
+/* Length of the last delta handed out, for the _n variants. */
+static tern_status give_len(const char *s, size_t n, char **delta, size_t *len)
 {
     char *p = malloc(n + 1);
     if (!p) return tern_error(TERN_E_NOMEM, "detok: out of memory");
     memcpy(p, s, n);
     p[n] = 0;
     *delta = p;
+    if (len) *len = n;
     return TERN_OK;
 }
 
 /* Emits cur[ndone..end) and records cur[0..end) as emitted. */
-static tern_status emit(tern_detok *d, const tok_buf *cur, size_t end, char **delta)
+static tern_status emit(tern_detok *d, const tok_buf *cur, size_t end, char **delta, size_t *len)
 {
     const char *s = cur->p ? cur->p : "";
     /* The window's text must extend what was already emitted; when a decoder
      * rewrote it, wait (the flush settles it). */
-    if (end < d->ndone || memcmp(s, d->done, d->ndone)) return give("", 0, delta);
-    tern_status st = give(s + d->ndone, end - d->ndone, delta);
+    if (end < d->ndone || memcmp(s, d->done, d->ndone)) return give_len("", 0, delta, len);
+    tern_status st = give_len(s + d->ndone, end - d->ndone, delta, len);
     if (!st) st = set_done(d, s, end);
     return st;
 }
 
-tern_status tern_detok_push(tern_detok *d, int32_t id, char **delta)
+tern_status tern_detok_push_n(tern_detok *d, int32_t id, char **delta, size_t *len)
 {
     if (!d || !delta) return tern_error(TERN_E_INVALID, "detok_push: bad argument");
     *delta = NULL;
     const tern_tokenizer *t = d->t;
     if (id < 0 || id >= t->n_ids || !t->pieces[id] || (d->skip_special && t->piece_special[id]))
-        return give("", 0, delta);
+        return give_len("", 0, delta, len);
     if (d->n == d->cap) {
         int nc = d->cap ? d->cap * 2 : 16;
         int32_t *p = realloc(d->ids, nc * sizeof *p);
@@ -111,7 +113,7 @@ tern_status tern_detok_push(tern_detok *d, int32_t id, char **delta)
     size_t end = cur.len;
     if (d->byte_fallback && is_byte_piece(t, id)) end = d->ndone;
     while (end >= 3 && end > d->ndone && !memcmp(cur.p + end - 3, "\xEF\xBF\xBD", 3)) end -= 3;
-    st = emit(d, &cur, end, delta);
+    st = emit(d, &cur, end, delta, len);
     if (!st && end == cur.len && d->ndone == cur.len && d->n > 1) {
         /* All emitted: keep only the last id as context. */
         d->ids[0] = d->ids[d->n - 1];
@@ -125,14 +127,14 @@ tern_status tern_detok_push(tern_detok *d, int32_t id, char **delta)
     return st;
 }
 
-tern_status tern_detok_flush(tern_detok *d, char **delta)
+tern_status tern_detok_flush_n(tern_detok *d, char **delta, size_t *len)
 {
     if (!d || !delta) return tern_error(TERN_E_INVALID, "detok_flush: bad argument");
     tok_buf cur = {0};
     tern_status st = tok_decode_ids(d->t, d->ids, d->n, 0, &cur);
     if (!st) {
         if (cur.len >= d->ndone && !memcmp(cur.p, d->done, d->ndone))
-            st = give(cur.p + d->ndone, cur.len - d->ndone, delta);
+            st = give_len(cur.p + d->ndone, cur.len - d->ndone, delta, len);
         else
             st = tern_error(TERN_E_INTERNAL, "detok: decoded text no longer extends the emitted text");
     }
@@ -140,4 +142,14 @@ tern_status tern_detok_flush(tern_detok *d, char **delta)
     d->n = 0;
     d->ndone = 0;
     return st;
+}
+
+tern_status tern_detok_push(tern_detok *d, int32_t id, char **delta)
+{
+    return tern_detok_push_n(d, id, delta, NULL);
+}
+
+tern_status tern_detok_flush(tern_detok *d, char **delta)
+{
+    return tern_detok_flush_n(d, delta, NULL);
 }

@@ -17,6 +17,13 @@ jinja_scope *jinja_scope_new(jinja_ctx *c, jinja_scope *parent)
 
 void jinja_scope_set(jinja_ctx *c, jinja_scope *s, const char *name, jinja_val v)
 {
+    jinja_dict *d = s->vars.u.d;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < d->len; i++)   /* update in place without allocating a key */
+        if (d->keys[i].u.s->len == n && !memcmp(d->keys[i].u.s->data, name, n)) {
+            d->vals[i] = v;
+            return;
+        }
     jinja_dict_set(c->rt, s->vars, jinja_cstr(c->rt, name), v);
 }
 

@@ -66,9 +66,9 @@ static int exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, jinja_buf
     jinja_val seq = jinja_iterable_list(c, jinja_eval(c, s, n->a));
     if (n->c) {   /* {% for x in xs if cond %}: filter first, loop.length counts what is left */
         jinja_val kept = jinja_list_new(c->rt, 0);
+        jinja_scope *fs = jinja_scope_new(c, s);
         for (size_t i = 0; i < seq.u.l->len; i++) {
             jinja_step(c);
-            jinja_scope *fs = jinja_scope_new(c, s);
             assign(c, fs, n, seq.u.l->items[i]);
             if (jinja_truthy(jinja_eval(c, fs, n->c)))
                 jinja_list_push(c->rt, kept, seq.u.l->items[i]);
@@ -81,34 +81,36 @@ static int exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, jinja_buf
             return jinja_exec(c, s, n->d, out);
         return 0;
     }
-    /* Items are copied so that the loop is not disturbed by the body changing the list. */
-    jinja_val *items = jinja_alloc(c->rt, len * sizeof *items);
-    memcpy(items, seq.u.l->items, len * sizeof *items);
+    /* Lists cannot change while iterated: the sandbox refuses list mutation. */
+    const jinja_val *items = seq.u.l->items;
     static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
                                        "depth", "depth0", "previtem", "nextitem", "cycle"};
-    jinja_val kv[12];
+    /* One loop object and one scope serve every iteration (Jinja's loop context
+     * is a single object too); the scope is emptied so that a {% set %} of one
+     * iteration is not seen by the next. previtem / nextitem hold undefined at
+     * the ends, which reads the same as a missing attribute. */
+    jinja_scope *ls = jinja_scope_new(c, s);
+    jinja_val loop = jinja_dict_new(c->rt);
+    jinja_val cyc = make_func(c, JF_CYCLE, "cycle");
     for (int k = 0; k < 12; k++)
-        kv[k] = jinja_cstr(c->rt, keys[k]);
+        jinja_dict_set(c->rt, loop, jinja_cstr(c->rt, keys[k]), jinja_none());
+    jinja_val *lv = loop.u.d->vals;
     for (size_t i = 0; i < len; i++) {
         jinja_step(c);
-        jinja_scope *ls = jinja_scope_new(c, s);
-        jinja_val loop = jinja_dict_new(c->rt);
-        jinja_dict_set(c->rt, loop, kv[0], jinja_int((int64_t)i + 1));
-        jinja_dict_set(c->rt, loop, kv[1], jinja_int((int64_t)i));
-        jinja_dict_set(c->rt, loop, kv[2], jinja_int((int64_t)(len - i)));
-        jinja_dict_set(c->rt, loop, kv[3], jinja_int((int64_t)(len - i - 1)));
-        jinja_dict_set(c->rt, loop, kv[4], jinja_bool(i == 0));
-        jinja_dict_set(c->rt, loop, kv[5], jinja_bool(i + 1 == len));
-        jinja_dict_set(c->rt, loop, kv[6], jinja_int((int64_t)len));
-        jinja_dict_set(c->rt, loop, kv[7], jinja_int(1));
-        jinja_dict_set(c->rt, loop, kv[8], jinja_int(0));
-        if (i > 0)
-            jinja_dict_set(c->rt, loop, kv[9], items[i - 1]);
-        if (i + 1 < len)
-            jinja_dict_set(c->rt, loop, kv[10], items[i + 1]);
-        jinja_val cyc = make_func(c, JF_CYCLE, "cycle");
+        ls->vars.u.d->len = 0;
+        lv[0] = jinja_int((int64_t)i + 1);
+        lv[1] = jinja_int((int64_t)i);
+        lv[2] = jinja_int((int64_t)(len - i));
+        lv[3] = jinja_int((int64_t)(len - i - 1));
+        lv[4] = jinja_bool(i == 0);
+        lv[5] = jinja_bool(i + 1 == len);
+        lv[6] = jinja_int((int64_t)len);
+        lv[7] = jinja_int(1);
+        lv[8] = jinja_int(0);
+        lv[9] = i > 0 ? items[i - 1] : jinja_undef("'loop.previtem' is undefined on the first iteration");
+        lv[10] = i + 1 < len ? items[i + 1] : jinja_undef("'loop.nextitem' is undefined on the last iteration");
         cyc.u.fn->index = (int64_t)i;
-        jinja_dict_set(c->rt, loop, kv[11], cyc);
+        lv[11] = cyc;
         jinja_scope_set(c, ls, "loop", loop);
         assign(c, ls, n, items[i]);
         int r = jinja_exec(c, ls, n->b, out);

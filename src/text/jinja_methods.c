@@ -658,7 +658,7 @@ jinja_val jinja_call_global(jinja_ctx *c, const char *name, const jinja_args *a)
         double count = step > 0 ? ((double)stop - (double)start) / (double)step : ((double)start - (double)stop) / (double)-step;
         if (count > 100000)
             jinja_fail(c->rt, "range too big, the sandbox blocks ranges larger than 100000");
-        jinja_val out = jinja_list_new(c->rt, 0);
+        jinja_val out = jinja_list_new(c->rt, count > 0 ? (size_t)count + 1 : 0);
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
             jinja_list_push(c->rt, out, jinja_int(i));
         return out;

@@ -29,10 +29,10 @@ tern_status tok_trie_build(tok_trie **out, const tok_added *toks, int n, int nor
     tok_trie *t = calloc(1, sizeof *t);
     if (!t || new_node(t, 0) < 0) { free(t); return tern_error(TERN_E_NOMEM, "tokenizer: out of memory"); }
     for (int i = 0; i < n; i++) {
-        if (!toks[i].normalized != !normalized || toks[i].len == 0) continue;
+        if (!toks[i].normalized != !normalized || toks[i].nlen == 0) continue;
         int32_t cur = 0;
-        for (size_t k = 0; k < toks[i].len; k++) {
-            unsigned char b = (unsigned char)toks[i].content[k];
+        for (size_t k = 0; k < toks[i].nlen; k++) {
+            unsigned char b = (unsigned char)toks[i].ncontent[k];
             int32_t c = t->nodes[cur].child;
             while (c >= 0 && t->nodes[c].byte != b) c = t->nodes[c].sibling;
             if (c < 0) {
@@ -45,7 +45,7 @@ tern_status tok_trie_build(tok_trie **out, const tok_added *toks, int n, int nor
         }
         /* A later duplicate of the same content wins, as in a map insert. */
         t->nodes[cur].tok = i;
-        t->first[(unsigned char)toks[i].content[0]] = 1;
+        t->first[(unsigned char)toks[i].ncontent[0]] = 1;
     }
     *out = t;
     return TERN_OK;

@@ -210,15 +210,22 @@ tern_status tok_decode_ids(const tern_tokenizer *t, const int32_t *ids, int n, i
     return st;
 }
 
-tern_status tern_tokenizer_decode(const tern_tokenizer *t, const int32_t *ids, int n, int skip_special,
-                                  char **out)
+tern_status tern_tokenizer_decode_n(const tern_tokenizer *t, const int32_t *ids, int n, int skip_special,
+                                    char **out, size_t *len)
 {
     if (!t || !out || (n > 0 && !ids) || n < 0) return tern_error(TERN_E_INVALID, "tokenizer_decode: bad argument");
     tok_buf b = {0};
     tern_status st = tok_decode_ids(t, ids, n, skip_special, &b);
     if (st) { free(b.p); return st; }
     *out = b.p;
+    if (len) *len = b.len;
     return TERN_OK;
+}
+
+tern_status tern_tokenizer_decode(const tern_tokenizer *t, const int32_t *ids, int n, int skip_special,
+                                  char **out)
+{
+    return tern_tokenizer_decode_n(t, ids, n, skip_special, out, NULL);
 }
 
 void tok_dec_free(tok_dec *d)

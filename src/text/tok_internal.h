@@ -141,6 +141,8 @@ typedef struct { int32_t *pre; int npre; int32_t *post; int npost; } tok_post;
 typedef struct {
     int32_t id;
     char *content; size_t len;  /* arena */
+    char *ncontent; size_t nlen; /* arena: content after the normalizer (matched and
+                                    decoded form of a normalized token); = content otherwise */
     uint8_t special, lstrip, rstrip, normalized, single_word;
 } tok_added;
 typedef struct tok_trie tok_trie;

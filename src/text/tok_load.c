@@ -72,6 +72,24 @@ static tern_status load_added(tern_tokenizer *t, const json_t *arr)
     return TERN_OK;
 }
 
+/* Normalized added tokens are matched (and decoded) in their normalized form. */
+static tern_status normalize_added(tern_tokenizer *t)
+{
+    tok_buf b = {0};
+    tern_status st = TERN_OK;
+    for (int i = 0; i < t->n_added && !st; i++) {
+        tok_added *a = &t->added[i];
+        a->ncontent = a->content;
+        a->nlen = a->len;
+        if (!a->normalized || !t->norm) continue;
+        if ((st = tok_norm_apply(t->norm, a->content, a->len, &b))) break;
+        if (!(a->ncontent = tok_arena_dup(&t->arena, b.p ? b.p : "", b.len))) st = tern_error(TERN_E_NOMEM, "tokenizer: out of memory");
+        a->nlen = b.len;
+    }
+    free(b.p);
+    return st;
+}
+
 static tern_status build_ids(tern_tokenizer *t)
 {
     int32_t max = -1;
@@ -92,8 +110,8 @@ static tern_status build_ids(tern_tokenizer *t)
             t->piece_len[t->vocab.val[i]] = t->vocab.klen[i];
         }
     for (int i = 0; i < t->n_added; i++) {
-        t->pieces[t->added[i].id] = t->added[i].content;
-        t->piece_len[t->added[i].id] = (uint32_t)t->added[i].len;
+        t->pieces[t->added[i].id] = t->added[i].ncontent;
+        t->piece_len[t->added[i].id] = (uint32_t)t->added[i].nlen;
         t->piece_special[t->added[i].id] = t->added[i].special;
     }
     for (int b = 0; b < 256; b++) {
@@ -192,10 +210,11 @@ static tern_status load_json(tern_tokenizer *t, const char *path)
     }
     if ((st = load_model(t, json_object_get(root, "model"), text, &sp))) goto done;
     if ((st = load_added(t, json_object_get(root, "added_tokens")))) goto done;
+    if ((st = tok_build_normalizer(json_object_get(root, "normalizer"), &t->norm))) goto done;
+    if ((st = normalize_added(t))) goto done;
     if ((st = build_ids(t))) goto done;
     if ((st = tok_trie_build(&t->trie_raw, t->added, t->n_added, 0))) goto done;
     if ((st = tok_trie_build(&t->trie_norm, t->added, t->n_added, 1))) goto done;
-    if ((st = tok_build_normalizer(json_object_get(root, "normalizer"), &t->norm))) goto done;
     if ((st = tok_build_pretok(json_object_get(root, "pre_tokenizer"), &t->pretok))) goto done;
     if ((st = tok_build_decoder(json_object_get(root, "decoder"), &t->dec))) goto done;
     st = tok_build_post(t, json_object_get(root, "post_processor"));

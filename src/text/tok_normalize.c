@@ -7,20 +7,74 @@
 #include <string.h>
 #include <utf8proc.h>
 
+/* Code points whose normalization the reference leaves unchanged because its
+ * Unicode tables predate them (marks and compatibility characters added in
+ * Unicode 10 and later). Each acts as an inert starter: the text is normalized
+ * in segments between them and they are copied as they are. The list comes
+ * from comparing both implementations on every code point
+ * (tests/gen/gen_tokenizer_norm_table.py). */
+static const uint32_t inert[][2] = {
+    {0x7FD, 0x7FD}, {0x898, 0x89F}, {0x8CA, 0x8D3}, {0x9FE, 0x9FE}, {0xC3C, 0xC3C}, {0xD3B, 0xD3C},
+    {0xEBA, 0xEBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA}, {0x32FF, 0x32FF},
+    {0xA7F2, 0xA7F4}, {0xA82C, 0xA82C}, {0xAB69, 0xAB69}, {0x10781, 0x10785}, {0x10787, 0x107B0},
+    {0x107B2, 0x107BA}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
+    {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B},
+    {0x1145E, 0x1145E}, {0x11839, 0x1183A}, {0x11938, 0x11938}, {0x1193D, 0x1193E},
+    {0x11943, 0x11943}, {0x119E0, 0x119E0}, {0x11A34, 0x11A34}, {0x11A47, 0x11A47},
+    {0x11A99, 0x11A99}, {0x11D42, 0x11D42}, {0x11D44, 0x11D45}, {0x11D97, 0x11D97},
+    {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1}, {0x1E030, 0x1E06D}, {0x1E08F, 0x1E08F},
+    {0x1E130, 0x1E136}, {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF}, {0x1E4EC, 0x1E4EF},
+    {0x1F16C, 0x1F16C}, {0x1FBF0, 0x1FBF9},
+};
+
+static int is_inert(uint32_t cp)
+{
+    int lo = 0, hi = (int)(sizeof inert / sizeof inert[0]) - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (cp < inert[mid][0]) hi = mid - 1;
+        else if (cp > inert[mid][1]) lo = mid + 1;
+        else return 1;
+    }
+    return 0;
+}
+
+static tern_status unicode_segment(const char *s, size_t len, utf8proc_option_t opt, tok_buf *out)
+{
+    if (len == 0) return TERN_OK;
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst, opt);
+    if (n < 0) return tern_error(TERN_E_INVALID, "tokenizer: normalization failed: %s", utf8proc_errmsg(n));
+    tern_status st = tok_buf_put(out, dst, (size_t)n);
+    free(dst);
+    return st;
+}
+
 static tern_status unicode_form(const char *s, size_t len, int type, tok_buf *out)
 {
     utf8proc_option_t opt = UTF8PROC_STABLE;
     if (type == NORM_NFC || type == NORM_NFKC) opt |= UTF8PROC_COMPOSE;
     else opt |= UTF8PROC_DECOMPOSE;
     if (type == NORM_NFKC || type == NORM_NFKD) opt |= UTF8PROC_COMPAT;
-    if (len == 0) return tok_buf_put(out, "", 0);
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst, opt);
-    if (n < 0) return tern_error(TERN_E_INVALID, "tokenizer: normalization failed: %s",
-                                 utf8proc_errmsg(n));
-    tern_status st = tok_buf_put(out, dst, (size_t)n);
-    free(dst);
-    return st;
+    tern_status st = tok_buf_put(out, "", 0);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t seg = 0, i = 0;
+    int ascii = 1;
+    while (i < len && !st) {
+        if (p[i] < 0x80) { i++; continue; }
+        ascii = 0;
+        uint32_t cp;
+        int n = tok_utf8_next(p + i, &cp);
+        if (cp >= 0x7FD && is_inert(cp)) {
+            if (!(st = unicode_segment(s + seg, i - seg, opt, out))) st = tok_buf_put(out, s + i, (size_t)n);
+            seg = i + (size_t)n;
+        }
+        i += (size_t)n;
+    }
+    if (st) return st;
+    /* ASCII is already in every normal form (and has no \0 trouble). */
+    if (ascii) return tok_buf_put(out, s, len);
+    return unicode_segment(s + seg, len - seg, opt, out);
 }
 
 static tern_status lowercase(const char *s, size_t len, tok_buf *out)
