@@ -148,6 +148,9 @@ int main(void)
                         check_shape(p1, p2, (tern_act_mode)mode, dts[d], Ms[mi], KNs[s][0],
                                     KNs[s][1]);
                     }
+        /* large enough for several row blocks and parallel activation rounding */
+        check_shape(p1, p2, TERN_ACT_BF16, TERN_DT_BF16, 300, 1000, 30);
+        check_shape(p1, p2, TERN_ACT_F32, TERN_DT_F16, 100, 260, 50);
     }
     CHECK(n_isa >= 1);
     CHECK(tern_cpu_isa_select(TERN_CPU_ISA_COUNT) == TERN_E_UNSUPPORTED);

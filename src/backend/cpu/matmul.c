@@ -101,6 +101,26 @@ static void mm_task(void *arg, int t)
           n0, n1, j->y + (size_t)m0 * (size_t)j->N, j->N);
 }
 
+/* Rounding the activations of a large batch is cut into row blocks across
+ * the pool; it is elementwise, so the cut changes nothing. */
+typedef struct {
+    const tern_mm_table *tab;
+    const float *x;
+    int M, K, rows;
+    char *out;
+    long ld;
+} round_job;
+
+enum { ROUND_ROWS = 32, ROUND_PARALLEL_MIN = 1 << 18 };
+
+static void round_task(void *arg, int t)
+{
+    const round_job *r = arg;
+    int m0 = t * r->rows, m1 = m0 + r->rows < r->M ? m0 + r->rows : r->M;
+    r->tab->round_act(r->x + (size_t)m0 * (size_t)r->K, m1 - m0, r->K,
+                      r->out + (size_t)m0 * (size_t)r->ld * (size_t)r->tab->act_elem_bytes, r->ld);
+}
+
 static int round_up(int v, int a)
 {
     return (v + a - 1) / a * a;
@@ -155,7 +175,11 @@ tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x,
         scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
         if (!scratch)
             return tern_error(TERN_E_NOMEM, "matmul: no memory for %zu bytes of activations", bytes);
-        tab->round_act(x, M, K, scratch, ld);
+        round_job r = {tab, x, M, K, ROUND_ROWS, scratch, ld};
+        if ((long)M * K >= ROUND_PARALLEL_MIN)
+            tern_pool_run(pool, round_task, &r, (M + ROUND_ROWS - 1) / ROUND_ROWS);
+        else
+            tab->round_act(x, M, K, scratch, ld);
         j.fn = tab->bf16act;
         j.x = scratch;
         j.ldx = ld;
