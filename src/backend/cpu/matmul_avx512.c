@@ -25,7 +25,7 @@ enum { MR = 4, NR = 6 };
  * misses in flight for one core to approach DRAM bandwidth (measured on
  * Zen 4: ~1.6x over the hardware prefetcher alone). Prefill blocks sit in
  * L2 already and skip it. */
-enum { PF_BYTES = 24576, PF_MAX_ROWS = 8 };
+enum { PF_BYTES = 24576, PF_MAX_ROWS = 16 };
 
 KERN_INLINE void prefetch_w(int pf, const void *p)
 {
