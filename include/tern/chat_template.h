@@ -8,6 +8,8 @@
 #ifndef TERN_CHAT_TEMPLATE_H
 #define TERN_CHAT_TEMPLATE_H
 
+#include <stddef.h>
+
 #include "tern/status.h"
 
 typedef struct tern_chat_template tern_chat_template;
@@ -44,6 +46,11 @@ tern_status tern_chat_template_render(const tern_chat_template *t, const char *m
 
 /* 1 if the template mentions enable_thinking and <think> (think-tag reasoning format). */
 int tern_chat_template_has_thinking(const tern_chat_template *t);
+
+/* Bounds every later render of t: output bytes (also the cap on any string
+ * built while rendering) and steps (loop iterations plus calls). 0 keeps the
+ * default (64 MB, 10 million steps). Not thread-safe against concurrent renders. */
+void tern_chat_template_set_limits(tern_chat_template *t, size_t max_output, unsigned long long max_steps);
 
 /* The template source after loading (borrowed, valid until free). */
 const char *tern_chat_template_source(const tern_chat_template *t);

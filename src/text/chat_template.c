@@ -16,6 +16,8 @@ struct tern_chat_template {
     char *source;             /* owned */
     char *tokens[4];          /* owned special tokens (NULL when absent), see TOKEN_NAMES */
     int has_thinking;
+    size_t max_output;        /* 0: default */
+    unsigned long long max_steps;
 };
 
 static const char *const TOKEN_NAMES[4] = {"bos_token", "eos_token", "pad_token", "unk_token"};
@@ -80,6 +82,12 @@ tern_status tern_chat_template_create(const char *source, const char *bos_token,
 {
     char *tokens[4] = {(char *)bos_token, (char *)eos_token, NULL, NULL};
     return create_with_tokens(source, tokens, out);
+}
+
+void tern_chat_template_set_limits(tern_chat_template *t, size_t max_output, unsigned long long max_steps)
+{
+    t->max_output = max_output;
+    t->max_steps = max_steps;
 }
 
 const char *tern_chat_template_source(const tern_chat_template *t)
@@ -293,7 +301,11 @@ tern_status tern_chat_template_render(const tern_chat_template *t, const char *m
         json_decref(jk);
         return st;
     }
-    jinja_ctx ctx = {.rt = &rt, .max_depth = MAX_DEPTH, .max_steps = MAX_STEPS};
+    if (t->max_output) {
+        rt.max_output = t->max_output;
+        rt.max_bytes = t->max_output < ((size_t)2 << 20) ? (size_t)16 << 20 : t->max_output * 8;
+    }
+    jinja_ctx ctx = {.rt = &rt, .max_depth = MAX_DEPTH, .max_steps = t->max_steps ? t->max_steps : MAX_STEPS};
     ctx.globals = jinja_scope_new(&ctx, NULL);
     static const char *const fns[] = {"raise_exception", "namespace", "dict", "range", "strftime_now"};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)

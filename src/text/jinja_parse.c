@@ -254,6 +254,9 @@ static jinja_node *parse_subscript(parser *p, jinja_node *obj)
         fail_at(p, cur(p), "%s", "expected an index");
     jinja_node *idx = args.v[0];
     if (args.n > 1) {
+        for (size_t i = 0; i < args.n; i++)
+            if (args.v[i]->kind == JN_SLICE)
+                fail_at(p, cur(p), "%s", "slices inside a tuple subscript are not supported");
         idx = node(p, JN_TUPLE, line);
         idx->items = args;
     }
