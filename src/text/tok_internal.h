@@ -34,29 +34,45 @@ tern_status tok_buf_put(tok_buf *b, const void *s, size_t len);
 tern_status tok_buf_putc(tok_buf *b, char c);
 
 /* ---- string -> id hash map (keys borrowed from an arena) ---- */
+/* One 32-byte slot: keys of up to TOK_INLINE bytes are stored in the slot
+ * itself so that a lookup touches one cache line; longer keys are borrowed. */
+#define TOK_INLINE 20
 typedef struct {
-    const char **key;     /* borrowed */
-    uint32_t *klen;
-    int32_t *val;
+    uint32_t hash;        /* high half of the key's hash | 1; 0 = empty slot */
+    int32_t val;
+    uint32_t klen;
+    union { char bytes[TOK_INLINE]; const char *ptr; } k;
+} tok_strslot;
+typedef struct {
+    tok_strslot *slot;    /* owned, cap entries */
     uint32_t cap, n;      /* cap is a power of two */
 } tok_strmap;
 
 tern_status tok_strmap_init(tok_strmap *m, uint32_t expect);
 tern_status tok_strmap_put(tok_strmap *m, const char *k, uint32_t klen, int32_t v); /* overwrites */
 int32_t tok_strmap_get(const tok_strmap *m, const char *k, size_t klen);          /* -1 if none */
+/* Split form of get for batched loads: hash, prefetch the slot, then look up. */
+uint64_t tok_hash(const char *k, size_t klen);
+void tok_strmap_prefetch(const tok_strmap *m, uint64_t h);
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *k, size_t klen, uint64_t h);
+tern_status tok_strmap_put_h(tok_strmap *m, const char *k, uint32_t klen, int32_t v, uint64_t h);
 void tok_strmap_free(tok_strmap *m);
 
 /* ---- (left id, right id) -> (rank, merged id) ---- */
 typedef struct {
-    uint64_t *key;        /* (a << 32 | b) + 1; 0 = empty */
-    uint32_t *rank;
-    int32_t *merged;
+    uint64_t key;         /* (a << 32 | b) + 1; 0 = empty */
+    uint32_t rank;
+    int32_t merged;
+} tok_mergeslot;
+typedef struct {
+    tok_mergeslot *slot;  /* owned, cap entries */
     uint32_t cap, n;
 } tok_mergemap;
 
 tern_status tok_mergemap_init(tok_mergemap *m, uint32_t expect);
 tern_status tok_mergemap_put(tok_mergemap *m, int32_t a, int32_t b, uint32_t rank, int32_t merged);
 int tok_mergemap_get(const tok_mergemap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *merged);
+void tok_mergemap_prefetch(const tok_mergemap *m, int32_t a, int32_t b);
 void tok_mergemap_free(tok_mergemap *m);
 
 /* ---- arena of strings, freed at once ---- */
@@ -156,6 +172,8 @@ struct tern_tokenizer {
     tok_arena arena;
     /* model */
     tok_strmap vocab;           /* model vocabulary */
+    struct tok_vent { const char *s; uint32_t len; int32_t id; } *vent;  /* owned, load only */
+    int n_vent, cap_vent;
     tok_mergemap merges;
     int32_t unk_id;             /* -1 if none */
     int byte_fallback, fuse_unk, ignore_merges;

@@ -190,14 +190,33 @@ tern_status tok_fast_find(const char *s, size_t len, tok_spans *sp)
     }
 }
 
+/* Vocabulary entries are inserted in batches, prefetching their slots. */
+#define VOCAB_BATCH 64
+
+static tern_status vocab_flush(tern_tokenizer *t, const char **k, const uint32_t *kl, const int32_t *v, int n)
+{
+    uint64_t h[VOCAB_BATCH];
+    for (int i = 0; i < n; i++) {
+        h[i] = tok_hash(k[i], kl[i]);
+        tok_strmap_prefetch(&t->vocab, h[i]);
+    }
+    tern_status st = TERN_OK;
+    for (int i = 0; i < n && !st; i++) st = tok_strmap_put_h(&t->vocab, k[i], kl[i], v[i], h[i]);
+    return st;
+}
+
 tern_status tok_fast_vocab(tern_tokenizer *t, const char *s, size_t b, size_t e)
 {
     cur c = {s, b, e};
     tok_buf key = {0};
     tern_status st = TERN_OK;
+    const char *bk[VOCAB_BATCH];
+    uint32_t bl[VOCAB_BATCH];
+    int32_t bv[VOCAB_BATCH];
+    int nb = 0;
     if (s[c.i] != '{') return bad(&c, "model.vocab is not an object");
     c.i++;
-    if ((st = tok_strmap_init(&t->vocab, (uint32_t)((e - b) / 16)))) return st;
+    if ((st = tok_strmap_init(&t->vocab, (uint32_t)((e - b) / 24)))) return st;
     ws(&c);
     if (c.i < c.n && s[c.i] == '}') return TERN_OK;
     for (;;) {
@@ -207,56 +226,110 @@ tern_status tok_fast_vocab(tern_tokenizer *t, const char *s, size_t b, size_t e)
         if (c.i >= c.n || s[c.i] != ':') { st = bad(&c, "expected ':' in model.vocab"); break; }
         c.i++;
         ws(&c);
-        char *end;
-        long v = c.i < c.n ? strtol(s + c.i, &end, 10) : -1;
-        if (c.i >= c.n || end == s + c.i || v < 0 || v > 0x7FFFFFFF) {
+        /* Bounded digit loop: the mapped file is not NUL-terminated. */
+        long v = 0;
+        size_t d0 = c.i;
+        while (c.i < c.n && s[c.i] >= '0' && s[c.i] <= '9' && v <= 0x7FFFFFFF) v = v * 10 + (s[c.i++] - '0');
+        if (c.i == d0 || v > 0x7FFFFFFF) {
             st = bad(&c, "model.vocab value is not a token id");
             break;
         }
-        c.i = (size_t)(end - s);
         char *k = tok_arena_dup(&t->arena, key.p ? key.p : "", key.len);
         if (!k) { st = tern_error(TERN_E_NOMEM, "tokenizer: out of memory"); break; }
-        if ((st = tok_strmap_put(&t->vocab, k, (uint32_t)key.len, (int32_t)v))) break;
+        bk[nb] = k; bl[nb] = (uint32_t)key.len; bv[nb] = (int32_t)v;
+        if (++nb == VOCAB_BATCH) {
+            if ((st = vocab_flush(t, bk, bl, bv, nb))) break;
+            nb = 0;
+        }
+        if (t->n_vent == t->cap_vent) {
+            int nc = t->cap_vent ? t->cap_vent * 2 : 1024;
+            struct tok_vent *p = realloc(t->vent, (size_t)nc * sizeof *p);
+            if (!p) { st = tern_error(TERN_E_NOMEM, "tokenizer: out of memory"); break; }
+            t->vent = p; t->cap_vent = nc;
+        }
+        t->vent[t->n_vent++] = (struct tok_vent){k, (uint32_t)key.len, (int32_t)v};
         ws(&c);
         if (c.i < c.n && s[c.i] == ',') { c.i++; continue; }
         if (c.i < c.n && s[c.i] == '}') break;
         st = bad(&c, "expected ',' or '}' in model.vocab");
         break;
     }
+    if (!st && nb) st = vocab_flush(t, bk, bl, bv, nb);
     free(key.p);
     return st;
 }
 
-static tern_status add_merge(tern_tokenizer *t, const char *a, size_t al, const char *b, size_t bl,
-                             uint32_t rank, tok_buf *tmp)
+/* Merges are resolved in batches: hashing every string of a batch and
+ * prefetching its slots first lets the table misses overlap. */
+#define MERGE_BATCH 64
+typedef struct {
+    tok_buf text;                      /* a, b and a+b of every entry, back to back */
+    size_t off[MERGE_BATCH][3];
+    uint32_t len[MERGE_BATCH][3];
+    uint32_t rank[MERGE_BATCH];
+    int n;
+} merge_batch;
+
+static tern_status batch_add(merge_batch *mb, const tern_tokenizer *t, const char *a, size_t al,
+                             const char *b, size_t bl, uint32_t rank)
 {
-    int32_t ia = tok_strmap_get(&t->vocab, a, al), ib = tok_strmap_get(&t->vocab, b, bl);
-    if (ia < 0 || ib < 0)
-        return tern_error(TERN_E_FORMAT, "tokenizer.json: merge %u refers to a token missing "
-                          "from model.vocab ('%.*s')", rank, (int)(ia < 0 ? al : bl), ia < 0 ? a : b);
     size_t skip = t->cont_prefix_len;
     if (skip > bl || (skip && memcmp(b, t->cont_prefix, skip))) skip = 0;
-    tmp->len = 0;
+    int i = mb->n++;
     tern_status st;
-    if ((st = tok_buf_put(tmp, a, al)) || (st = tok_buf_put(tmp, b + skip, bl - skip))) return st;
-    int32_t im = tok_strmap_get(&t->vocab, tmp->p, tmp->len);
-    if (im < 0)
-        return tern_error(TERN_E_FORMAT, "tokenizer.json: merge %u result '%.*s' is missing "
-                          "from model.vocab", rank, (int)tmp->len, tmp->p);
-    return tok_mergemap_put(&t->merges, ia, ib, rank, im);
+    mb->off[i][0] = mb->text.len;
+    mb->len[i][0] = (uint32_t)al;
+    if ((st = tok_buf_put(&mb->text, a, al))) return st;
+    mb->off[i][1] = mb->text.len;
+    mb->len[i][1] = (uint32_t)bl;
+    if ((st = tok_buf_put(&mb->text, b, bl))) return st;
+    mb->off[i][2] = mb->text.len;
+    mb->len[i][2] = (uint32_t)(al + bl - skip);
+    if ((st = tok_buf_put(&mb->text, a, al)) || (st = tok_buf_put(&mb->text, b + skip, bl - skip))) return st;
+    mb->rank[i] = rank;
+    return TERN_OK;
+}
+
+static tern_status batch_run(merge_batch *mb, tern_tokenizer *t)
+{
+    uint64_t h[MERGE_BATCH][3];
+    int32_t id[MERGE_BATCH][3];
+    const char *p = mb->text.p;
+    for (int i = 0; i < mb->n; i++)
+        for (int k = 0; k < 3; k++) {
+            h[i][k] = tok_hash(p + mb->off[i][k], mb->len[i][k]);
+            tok_strmap_prefetch(&t->vocab, h[i][k]);
+        }
+    for (int i = 0; i < mb->n; i++) {
+        for (int k = 0; k < 3; k++) {
+            id[i][k] = tok_strmap_get_h(&t->vocab, p + mb->off[i][k], mb->len[i][k], h[i][k]);
+            if (id[i][k] < 0)
+                return tern_error(TERN_E_FORMAT, "tokenizer.json: merge %u %s '%.*s' is missing from model.vocab",
+                                  mb->rank[i], k < 2 ? "refers to a token" : "result",
+                                  (int)mb->len[i][k], p + mb->off[i][k]);
+        }
+        tok_mergemap_prefetch(&t->merges, id[i][0], id[i][1]);
+    }
+    tern_status st = TERN_OK;
+    for (int i = 0; i < mb->n && !st; i++) st = tok_mergemap_put(&t->merges, id[i][0], id[i][1], mb->rank[i], id[i][2]);
+    mb->n = 0;
+    mb->text.len = 0;
+    return st;
 }
 
 tern_status tok_fast_merges(tern_tokenizer *t, const char *s, size_t b, size_t e)
 {
     cur c = {s, b, e};
-    tok_buf x = {0}, y = {0}, tmp = {0};
+    tok_buf x = {0}, y = {0};
+    merge_batch *mb = calloc(1, sizeof *mb);
     tern_status st = TERN_OK;
-    if (s[c.i] != '[') return bad(&c, "model.merges is not an array");
+    if (!mb) return tern_error(TERN_E_NOMEM, "tokenizer: out of memory");
+    if (s[c.i] != '[') { free(mb); return bad(&c, "model.merges is not an array"); }
     c.i++;
-    if ((st = tok_mergemap_init(&t->merges, (uint32_t)((e - b) / 12)))) return st;
+    if ((st = tok_mergemap_init(&t->merges, (uint32_t)((e - b) / 40)))) { free(mb); return st; }
     ws(&c);
-    if (c.i < c.n && s[c.i] == ']') return TERN_OK;
-    for (uint32_t rank = 0;; rank++) {
+    int empty = c.i < c.n && s[c.i] == ']';
+    for (uint32_t rank = 0; !empty; rank++) {
         ws(&c);
         if (c.i < c.n && s[c.i] == '[') {
             c.i++; ws(&c);
@@ -268,7 +341,7 @@ tern_status tok_fast_merges(tern_tokenizer *t, const char *s, size_t b, size_t e
             ws(&c);
             if (c.i >= c.n || s[c.i] != ']') { st = bad(&c, "merge pair needs two strings"); break; }
             c.i++;
-            st = add_merge(t, x.p ? x.p : "", x.len, y.p ? y.p : "", y.len, rank, &tmp);
+            st = batch_add(mb, t, x.p ? x.p : "", x.len, y.p ? y.p : "", y.len, rank);
         } else {
             if ((st = read_string(&c, &x))) break;
             const char *sp = x.p ? memchr(x.p, ' ', x.len) : NULL;
@@ -276,8 +349,9 @@ tern_status tok_fast_merges(tern_tokenizer *t, const char *s, size_t b, size_t e
                 st = tern_error(TERN_E_FORMAT, "tokenizer.json: merge %u is not 'a b'", rank);
                 break;
             }
-            st = add_merge(t, x.p, (size_t)(sp - x.p), sp + 1, x.len - (size_t)(sp + 1 - x.p), rank, &tmp);
+            st = batch_add(mb, t, x.p, (size_t)(sp - x.p), sp + 1, x.len - (size_t)(sp + 1 - x.p), rank);
         }
+        if (!st && mb->n == MERGE_BATCH) st = batch_run(mb, t);
         if (st) break;
         ws(&c);
         if (c.i < c.n && s[c.i] == ',') { c.i++; continue; }
@@ -285,6 +359,7 @@ tern_status tok_fast_merges(tern_tokenizer *t, const char *s, size_t b, size_t e
         st = bad(&c, "expected ',' or ']' in model.merges");
         break;
     }
-    free(x.p); free(y.p); free(tmp.p);
+    if (!st && mb->n) st = batch_run(mb, t);
+    free(x.p); free(y.p); free(mb->text.p); free(mb);
     return st;
 }

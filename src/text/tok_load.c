@@ -5,28 +5,28 @@
  * by {} and [], is parsed by jansson. */
 #include "text/tok_internal.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-static tern_status read_file(const char *path, char **out, size_t *len)
+/* Maps the file read-only (*out released with munmap(*out, *len)). */
+static tern_status map_file(const char *path, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tern_error(TERN_E_IO, "cannot open %s", path);
-    if (fseek(f, 0, SEEK_END) || ftell(f) < 0) { fclose(f); return tern_error(TERN_E_IO, "cannot read %s", path); }
-    long n = ftell(f);
-    rewind(f);
-    char *p = malloc((size_t)n + 1);
-    if (!p) { fclose(f); return tern_error(TERN_E_NOMEM, "tokenizer: out of memory reading %s", path); }
-    if (fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p); fclose(f);
-        return tern_error(TERN_E_IO, "short read on %s", path);
-    }
-    fclose(f);
-    p[n] = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return tern_error(TERN_E_IO, "cannot open %s", path);
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) { close(fd); return tern_error(TERN_E_IO, "cannot read %s", path); }
+    if (sb.st_size == 0) { close(fd); return tern_error(TERN_E_FORMAT, "%s is empty", path); }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return tern_error(TERN_E_IO, "cannot map %s", path);
     *out = p;
-    *len = (size_t)n;
+    *len = (size_t)sb.st_size;
     return TERN_OK;
 }
 
@@ -93,8 +93,8 @@ static tern_status normalize_added(tern_tokenizer *t)
 static tern_status build_ids(tern_tokenizer *t)
 {
     int32_t max = -1;
-    for (uint32_t i = 0; i < t->vocab.cap; i++)
-        if (t->vocab.key[i] && t->vocab.val[i] > max) max = t->vocab.val[i];
+    for (int i = 0; i < t->n_vent; i++)
+        if (t->vent[i].id > max) max = t->vent[i].id;
     for (int i = 0; i < t->n_added; i++)
         if (t->added[i].id > max) max = t->added[i].id;
     if (max >= 0x1000000) return tern_error(TERN_E_RANGE, "tokenizer.json: token id %d is too large", max);
@@ -104,11 +104,13 @@ static tern_status build_ids(tern_tokenizer *t)
     t->piece_len = calloc(n, sizeof *t->piece_len);
     t->piece_special = calloc(n, 1);
     if (!t->pieces || !t->piece_len || !t->piece_special) return tern_error(TERN_E_NOMEM, "tokenizer: out of memory");
-    for (uint32_t i = 0; i < t->vocab.cap; i++)
-        if (t->vocab.key[i]) {
-            t->pieces[t->vocab.val[i]] = t->vocab.key[i];
-            t->piece_len[t->vocab.val[i]] = t->vocab.klen[i];
-        }
+    for (int i = 0; i < t->n_vent; i++) {
+        t->pieces[t->vent[i].id] = t->vent[i].s;
+        t->piece_len[t->vent[i].id] = t->vent[i].len;
+    }
+    free(t->vent);
+    t->vent = NULL;
+    t->n_vent = t->cap_vent = 0;
     for (int i = 0; i < t->n_added; i++) {
         t->pieces[t->added[i].id] = t->added[i].ncontent;
         t->piece_len[t->added[i].id] = (uint32_t)t->added[i].nlen;
@@ -190,7 +192,7 @@ static tern_status load_json(tern_tokenizer *t, const char *path)
     size_t len = 0, rlen = 0;
     tok_spans sp;
     json_t *root = NULL;
-    tern_status st = read_file(path, &text, &len);
+    tern_status st = map_file(path, &text, &len);
     if (st) return st;
     if ((st = tok_fast_find(text, len, &sp))) goto done;
     if (sp.found_vocab && sp.found_merges) {
@@ -221,7 +223,7 @@ static tern_status load_json(tern_tokenizer *t, const char *path)
 done:
     json_decref(root);
     free(rest);
-    free(text);
+    munmap(text, len);
     return st;
 }
 
@@ -264,6 +266,7 @@ void tern_tokenizer_free(tern_tokenizer *t)
 {
     if (!t) return;
     tok_strmap_free(&t->vocab);
+    free(t->vent);
     tok_mergemap_free(&t->merges);
     free(t->pieces); free(t->piece_len); free(t->piece_special);
     free(t->added);

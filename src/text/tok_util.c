@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static tern_status oom(void) { return tern_error(TERN_E_NOMEM, "tokenizer: out of memory"); }
 
@@ -112,15 +113,39 @@ static uint64_t hash_bytes(const char *s, size_t len)
     }
     uint64_t w = 0;
     memcpy(&w, s, len);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-    h ^= h >> 29;
+    /* Full avalanche: the table index takes the low bits. */
+    h ^= w;
+    h ^= h >> 33; h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33; h *= 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
     return h;
+}
+
+/* Zeroed table. Big ones are fresh anonymous mappings (already zero) that
+ * ask for huge pages, since lookups land on random pages and TLB misses
+ * otherwise dominate loading. Release with table_free and the same sizes. */
+#define BIG_TABLE (4u << 20)
+static void *table_alloc(size_t n, size_t size)
+{
+    size_t bytes = n * size;
+    if (bytes < BIG_TABLE) return calloc(n, size);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
+static void table_free(void *p, size_t n, size_t size)
+{
+    if (!p) return;
+    if (n * size < BIG_TABLE) free(p);
+    else munmap(p, n * size);
 }
 
 static uint32_t pow2_for(uint32_t expect)
 {
     uint32_t cap = 16;
-    while (cap < expect * 2 + 16) cap *= 2;
+    while (cap < expect + expect / 2 + 16) cap *= 2;
     return cap;
 }
 
@@ -128,46 +153,77 @@ tern_status tok_strmap_init(tok_strmap *m, uint32_t expect)
 {
     memset(m, 0, sizeof *m);
     m->cap = pow2_for(expect);
-    m->key = calloc(m->cap, sizeof *m->key);
-    m->klen = calloc(m->cap, sizeof *m->klen);
-    m->val = calloc(m->cap, sizeof *m->val);
-    if (!m->key || !m->klen || !m->val) { tok_strmap_free(m); return oom(); }
+    m->slot = table_alloc(m->cap, sizeof *m->slot);
+    if (!m->slot) { m->cap = 0; return oom(); }
     return TERN_OK;
 }
 
-static tern_status strmap_grow(tok_strmap *m)
+static const char *slot_key(const tok_strslot *s)
 {
-    tok_strmap nm;
-    tern_status st = tok_strmap_init(&nm, m->cap);
-    if (st) return st;
-    for (uint32_t i = 0; i < m->cap; i++)
-        if (m->key[i]) tok_strmap_put(&nm, m->key[i], m->klen[i], m->val[i]);
-    tok_strmap_free(m);
-    *m = nm;
-    return TERN_OK;
+    return s->klen <= TOK_INLINE ? s->k.bytes : s->k.ptr;
 }
 
-tern_status tok_strmap_put(tok_strmap *m, const char *k, uint32_t klen, int32_t v)
+static int slot_is(const tok_strslot *s, uint32_t hh, const char *k, size_t klen)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        tern_status st = strmap_grow(m);
-        if (st) return st;
-    }
-    uint32_t mask = m->cap - 1, i = (uint32_t)hash_bytes(k, klen) & mask;
-    while (m->key[i]) {
-        if (m->klen[i] == klen && !memcmp(m->key[i], k, klen)) { m->val[i] = v; return TERN_OK; }
+    return s->hash == hh && s->klen == klen && !memcmp(slot_key(s), k, klen);
+}
+
+static void strmap_insert(tok_strmap *m, const char *k, uint32_t klen, int32_t v, uint64_t h)
+{
+    uint32_t mask = m->cap - 1, i = (uint32_t)h & mask, hh = (uint32_t)(h >> 32) | 1;
+    while (m->slot[i].hash) {
+        if (slot_is(&m->slot[i], hh, k, klen)) { m->slot[i].val = v; return; }
         i = (i + 1) & mask;
     }
-    m->key[i] = k; m->klen[i] = klen; m->val[i] = v; m->n++;
+    tok_strslot *s = &m->slot[i];
+    s->hash = hh; s->val = v; s->klen = klen;
+    if (klen <= TOK_INLINE) memcpy(s->k.bytes, k, klen);
+    else s->k.ptr = k;
+    m->n++;
+}
+
+/* k must outlive the map when longer than TOK_INLINE bytes. */
+tern_status tok_strmap_put(tok_strmap *m, const char *k, uint32_t klen, int32_t v)
+{
+    return tok_strmap_put_h(m, k, klen, v, hash_bytes(k, klen));
+}
+
+tern_status tok_strmap_put_h(tok_strmap *m, const char *k, uint32_t klen, int32_t v, uint64_t h)
+{
+    if ((m->n + 1) * 3 > m->cap * 2 || !m->cap) {
+        tok_strmap nm;
+        tern_status st = tok_strmap_init(&nm, m->cap + 16);
+        if (st) return st;
+        for (uint32_t i = 0; i < m->cap; i++)
+            if (m->slot[i].hash) {
+                const char *key = slot_key(&m->slot[i]);
+                strmap_insert(&nm, key, m->slot[i].klen, m->slot[i].val, hash_bytes(key, m->slot[i].klen));
+            }
+        tok_strmap_free(m);
+        *m = nm;
+    }
+    strmap_insert(m, k, klen, v, h);
     return TERN_OK;
+}
+
+uint64_t tok_hash(const char *k, size_t klen) { return hash_bytes(k, klen); }
+
+void tok_strmap_prefetch(const tok_strmap *m, uint64_t h)
+{
+    if (m->cap) __builtin_prefetch(&m->slot[(uint32_t)h & (m->cap - 1)]);
 }
 
 int32_t tok_strmap_get(const tok_strmap *m, const char *k, size_t klen)
 {
+    return tok_strmap_get_h(m, k, klen, hash_bytes(k, klen));
+}
+
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *k, size_t klen, uint64_t h)
+{
     if (!m->cap) return -1;
-    uint32_t mask = m->cap - 1, i = (uint32_t)hash_bytes(k, klen) & mask;
-    while (m->key[i]) {
-        if (m->klen[i] == klen && !memcmp(m->key[i], k, klen)) return m->val[i];
+    uint32_t mask = m->cap - 1, i = (uint32_t)h & mask, hh = (uint32_t)(h >> 32) | 1;
+    while (m->slot[i].hash) {
+        if (slot_is(&m->slot[i], hh, k, klen)) return m->slot[i].val;
         i = (i + 1) & mask;
     }
     return -1;
@@ -175,7 +231,7 @@ int32_t tok_strmap_get(const tok_strmap *m, const char *k, size_t klen)
 
 void tok_strmap_free(tok_strmap *m)
 {
-    free(m->key); free(m->klen); free(m->val);
+    table_free(m->slot, m->cap, sizeof *m->slot);
     memset(m, 0, sizeof *m);
 }
 
@@ -189,35 +245,40 @@ tern_status tok_mergemap_init(tok_mergemap *m, uint32_t expect)
 {
     memset(m, 0, sizeof *m);
     m->cap = pow2_for(expect);
-    m->key = calloc(m->cap, sizeof *m->key);
-    m->rank = malloc(m->cap * sizeof *m->rank);
-    m->merged = malloc(m->cap * sizeof *m->merged);
-    if (!m->key || !m->rank || !m->merged) { tok_mergemap_free(m); return oom(); }
+    m->slot = table_alloc(m->cap, sizeof *m->slot);
+    if (!m->slot) { m->cap = 0; return oom(); }
     return TERN_OK;
 }
 
 tern_status tok_mergemap_put(tok_mergemap *m, int32_t a, int32_t b, uint32_t rank, int32_t merged)
 {
-    if ((m->n + 1) * 2 > m->cap) {
+    if ((m->n + 1) * 3 > m->cap * 2 || !m->cap) {
         tok_mergemap nm;
-        tern_status st = tok_mergemap_init(&nm, m->cap);
+        tern_status st = tok_mergemap_init(&nm, m->cap + 16);
         if (st) return st;
         for (uint32_t i = 0; i < m->cap; i++)
-            if (m->key[i]) {
-                uint64_t k = m->key[i] - 1;
-                tok_mergemap_put(&nm, (int32_t)(k >> 32), (int32_t)(uint32_t)k, m->rank[i], m->merged[i]);
+            if (m->slot[i].key) {
+                uint64_t k = m->slot[i].key - 1;
+                tok_mergemap_put(&nm, (int32_t)(k >> 32), (int32_t)(uint32_t)k, m->slot[i].rank, m->slot[i].merged);
             }
         tok_mergemap_free(m);
         *m = nm;
     }
     uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
     uint32_t mask = m->cap - 1, i = hash_pair(key) & mask;
-    while (m->key[i]) {
-        if (m->key[i] == key) { m->rank[i] = rank; m->merged[i] = merged; return TERN_OK; }
+    while (m->slot[i].key) {
+        if (m->slot[i].key == key) { m->slot[i].rank = rank; m->slot[i].merged = merged; return TERN_OK; }
         i = (i + 1) & mask;
     }
-    m->key[i] = key; m->rank[i] = rank; m->merged[i] = merged; m->n++;
+    m->slot[i] = (tok_mergeslot){key, rank, merged};
+    m->n++;
     return TERN_OK;
+}
+
+void tok_mergemap_prefetch(const tok_mergemap *m, int32_t a, int32_t b)
+{
+    uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+    if (m->cap) __builtin_prefetch(&m->slot[hash_pair(key) & (m->cap - 1)]);
 }
 
 int tok_mergemap_get(const tok_mergemap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *merged)
@@ -225,8 +286,8 @@ int tok_mergemap_get(const tok_mergemap *m, int32_t a, int32_t b, uint32_t *rank
     if (!m->cap) return 0;
     uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
     uint32_t mask = m->cap - 1, i = hash_pair(key) & mask;
-    while (m->key[i]) {
-        if (m->key[i] == key) { *rank = m->rank[i]; *merged = m->merged[i]; return 1; }
+    while (m->slot[i].key) {
+        if (m->slot[i].key == key) { *rank = m->slot[i].rank; *merged = m->slot[i].merged; return 1; }
         i = (i + 1) & mask;
     }
     return 0;
@@ -234,6 +295,6 @@ int tok_mergemap_get(const tok_mergemap *m, int32_t a, int32_t b, uint32_t *rank
 
 void tok_mergemap_free(tok_mergemap *m)
 {
-    free(m->key); free(m->rank); free(m->merged);
+    table_free(m->slot, m->cap, sizeof *m->slot);
     memset(m, 0, sizeof *m);
 }
