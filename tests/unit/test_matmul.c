@@ -117,6 +117,34 @@ static void check_rounding(tern_pool *pool)
         CHECK_MSG(y[m] == tern_bf16_to_f32(tern_f32_to_bf16(x[m])), "x=%.9g y=%.9g", x[m], y[m]);
 }
 
+/* tern_cpu_matmul_multi equals separate calls bit for bit, mixed dtypes. */
+static void check_multi(tern_pool *pool, tern_act_mode mode, int M, int K)
+{
+    static const tern_dtype dts[] = {TERN_DT_BF16, TERN_DT_F16, TERN_DT_BF16, TERN_DT_F32};
+    static const int ns[] = {40, 7, 30, 13};
+    float *x = malloc(sizeof(float) * (size_t)M * K);
+    for (long i = 0; i < (long)M * K; i++) x[i] = frand();
+    tern_mm_out outs[4];
+    float *sep[4];
+    for (int i = 0; i < 4; i++) {
+        outs[i] = (tern_mm_out){make_weights(dts[i], ns[i], K), dts[i], ns[i],
+                                malloc(sizeof(float) * (size_t)M * ns[i])};
+        sep[i] = malloc(sizeof(float) * (size_t)M * ns[i]);
+        CHECK(tern_cpu_matmul(pool, mode, x, M, K, outs[i].w, dts[i], ns[i], sep[i]) == TERN_OK);
+    }
+    CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, outs, 4) == TERN_OK);
+    for (int i = 0; i < 4; i++) {
+        CHECK_MSG(memcmp(outs[i].y, sep[i], sizeof(float) * (size_t)M * ns[i]) == 0,
+                  "multi output %d differs (mode=%d M=%d K=%d)", i, mode, M, K);
+        free((void *)outs[i].w);
+        free(outs[i].y);
+        free(sep[i]);
+    }
+    CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, outs, 0) == TERN_E_RANGE);
+    CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, outs, TERN_MM_MAX_OUTS + 1) == TERN_E_RANGE);
+    free(x);
+}
+
 int main(void)
 {
     tern_pool *p1 = NULL, *p2 = NULL;
@@ -151,6 +179,11 @@ int main(void)
         /* large enough for several row blocks and parallel activation rounding */
         check_shape(p1, p2, TERN_ACT_BF16, TERN_DT_BF16, 300, 1000, 30);
         check_shape(p1, p2, TERN_ACT_F32, TERN_DT_F16, 100, 260, 50);
+        for (int mode = 0; mode < 2; mode++) {
+            check_multi(p2, (tern_act_mode)mode, 1, 100);
+            check_multi(p2, (tern_act_mode)mode, 11, 67);
+            check_multi(p1, (tern_act_mode)mode, 3, 5000);   /* heap scratch */
+        }
     }
     CHECK(n_isa >= 1);
     CHECK(tern_cpu_isa_select(TERN_CPU_ISA_COUNT) == TERN_E_UNSUPPORTED);

@@ -150,49 +150,99 @@ static void mm_plan(mm_job *j, size_t wsz, int threads)
     j->n_mblk = (j->M + j->mb - 1) / j->mb;
 }
 
-tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
-                            const void *w, tern_dtype wdt, int N, float *y)
+/* Several outputs share one pool run: tasks of output i are numbered from
+ * first_task[i]. */
+typedef struct {
+    mm_job jobs[TERN_MM_MAX_OUTS];
+    int first_task[TERN_MM_MAX_OUTS + 1];
+    int n;
+} mm_multi;
+
+static void multi_task(void *arg, int t)
 {
-    if (M < 0 || K <= 0 || N <= 0)
-        return tern_error(TERN_E_INVALID, "matmul: bad shape M=%d K=%d N=%d", M, K, N);
-    if (wdt != TERN_DT_F32 && wdt != TERN_DT_F16 && wdt != TERN_DT_BF16)
-        return tern_error(TERN_E_UNSUPPORTED, "matmul: weight dtype %s not supported",
-                          tern_dtype_name(wdt));
+    const mm_multi *mj = arg;
+    int i = 0;
+    while (t >= mj->first_task[i + 1]) i++;
+    mm_task((void *)&mj->jobs[i], t - mj->first_task[i]);
+}
+
+/* Activations of one decode row fit here; larger batches go to the heap. */
+enum { MM_STACK_SCRATCH = 8192 };
+
+tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const float *x, int M,
+                                  int K, const tern_mm_out *outs, int n_outs)
+{
+    if (n_outs < 1 || n_outs > TERN_MM_MAX_OUTS)
+        return tern_error(TERN_E_RANGE, "matmul: %d outputs, expected 1..%d", n_outs,
+                          TERN_MM_MAX_OUTS);
+    if (M < 0 || K <= 0)
+        return tern_error(TERN_E_INVALID, "matmul: bad shape M=%d K=%d", M, K);
+    int need_round = 0;
+    for (int i = 0; i < n_outs; i++) {
+        if (outs[i].n <= 0)
+            return tern_error(TERN_E_INVALID, "matmul: bad shape M=%d K=%d N=%d", M, K, outs[i].n);
+        tern_dtype wdt = outs[i].wdt;
+        if (wdt != TERN_DT_F32 && wdt != TERN_DT_F16 && wdt != TERN_DT_BF16)
+            return tern_error(TERN_E_UNSUPPORTED, "matmul: weight dtype %s not supported",
+                              tern_dtype_name(wdt));
+        if (mode == TERN_ACT_BF16 && wdt == TERN_DT_BF16) need_round = 1;
+    }
     if (M == 0) return TERN_OK;
     pthread_once(&tables_once, tables_fill);
     const tern_mm_table *tab = &tables[tern_cpu_isa_active()];
 
-    mm_job j = {0};
-    j.M = M;
-    j.K = K;
-    j.N = N;
-    j.w = w;
-    j.y = y;
-    void *scratch = NULL;
-    if (mode == TERN_ACT_BF16 && wdt == TERN_DT_BF16) {
-        long ld = round_up(K, tab->act_k_align);
+    _Alignas(64) char stack_scratch[MM_STACK_SCRATCH];
+    void *scratch = NULL, *heap = NULL;
+    long ld = round_up(K, tab->act_k_align);
+    if (need_round) {
         size_t bytes = (size_t)M * (size_t)ld * (size_t)tab->act_elem_bytes;
-        scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!scratch)
-            return tern_error(TERN_E_NOMEM, "matmul: no memory for %zu bytes of activations", bytes);
+        if (bytes <= sizeof stack_scratch) {
+            scratch = stack_scratch;
+        } else {
+            scratch = heap = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            if (!heap)
+                return tern_error(TERN_E_NOMEM, "matmul: no memory for %zu bytes of activations",
+                                  bytes);
+        }
         round_job r = {tab, x, M, K, ROUND_ROWS, scratch, ld};
         if ((long)M * K >= ROUND_PARALLEL_MIN)
             tern_pool_run(pool, round_task, &r, (M + ROUND_ROWS - 1) / ROUND_ROWS);
         else
             tab->round_act(x, M, K, scratch, ld);
-        j.fn = tab->bf16act;
-        j.x = scratch;
-        j.ldx = ld;
-        j.xsz = tab->act_elem_bytes;
-    } else {
-        j.fn = tab->f32act[wdt];
-        j.x = (const char *)x;
-        j.ldx = K;
-        j.xsz = 4;
     }
-    mm_plan(&j, tern_dtype_size(wdt), tern_pool_threads(pool));
-    int n_nblk = (N + j.nb - 1) / j.nb;
-    tern_pool_run(pool, mm_task, &j, j.n_mblk * n_nblk);
-    free(scratch);
+    mm_multi mj;
+    mj.n = n_outs;
+    mj.first_task[0] = 0;
+    for (int i = 0; i < n_outs; i++) {
+        mm_job *j = &mj.jobs[i];
+        *j = (mm_job){0};
+        j->M = M;
+        j->K = K;
+        j->N = outs[i].n;
+        j->w = outs[i].w;
+        j->y = outs[i].y;
+        if (mode == TERN_ACT_BF16 && outs[i].wdt == TERN_DT_BF16) {
+            j->fn = tab->bf16act;
+            j->x = scratch;
+            j->ldx = ld;
+            j->xsz = tab->act_elem_bytes;
+        } else {
+            j->fn = tab->f32act[outs[i].wdt];
+            j->x = (const char *)x;
+            j->ldx = K;
+            j->xsz = 4;
+        }
+        mm_plan(j, tern_dtype_size(outs[i].wdt), tern_pool_threads(pool));
+        mj.first_task[i + 1] = mj.first_task[i] + j->n_mblk * ((j->N + j->nb - 1) / j->nb);
+    }
+    tern_pool_run(pool, multi_task, &mj, mj.first_task[n_outs]);
+    free(heap);
     return TERN_OK;
+}
+
+tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
+                            const void *w, tern_dtype wdt, int N, float *y)
+{
+    tern_mm_out out = {w, wdt, N, y};
+    return tern_cpu_matmul_multi(pool, mode, x, M, K, &out, 1);
 }

@@ -25,6 +25,22 @@ typedef enum {
 tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
                             const void *w, tern_dtype wdt, int N, float *y);
 
+/* One output of tern_cpu_matmul_multi: y[M, n] = x . w[n, K]^T. */
+typedef struct {
+    const void *w;      /* borrowed, [n, K] row-major */
+    tern_dtype wdt;
+    int n;
+    float *y;           /* borrowed, [M, n] */
+} tern_mm_out;
+
+enum { TERN_MM_MAX_OUTS = 8 };
+
+/* Several products of the same x (q/k/v, gate/up) in one parallel pass:
+ * one pool run and one activation rounding for all. Each y is
+ * bit-identical to a tern_cpu_matmul call with the same arguments. */
+tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const float *x, int M,
+                                  int K, const tern_mm_out *outs, int n_outs);
+
 /* The scalar reference every fast kernel is tested against (single thread). */
 void tern_cpu_matmul_ref(tern_act_mode mode, const float *x, int M, int K, const void *w,
                          tern_dtype wdt, int N, float *y);
