@@ -1,7 +1,7 @@
 /* tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]
  *     [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]
  *     [--prefill-step-size 2048] [--log-level INFO] [--max-body-bytes 8388608]
- *     [--queue-size 64] [--threads N]
+ *     [--queue-size 64] [--threads N] [--precision f32|bf16]
  *
  * An OpenAI / Anthropic compatible HTTP server with mlx_lm.server's flags and
  * defaults. mlx_lm.server flags that change nothing here are accepted with a
@@ -12,6 +12,7 @@
 
 #include "cli/cli_util.h"
 #include "server/server.h"
+#include "tern/model.h"
 
 static void usage(void)
 {
@@ -19,7 +20,7 @@ static void usage(void)
             "usage: tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]\n"
             "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
-            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N]\n");
+            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16]\n");
 }
 
 static int log_level(const char *v)
@@ -67,7 +68,11 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--queue-size")) bad = cli_int(a, v, 1, 1 << 20, &o.queue_size);
         else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &o.n_threads);
         else if (!strcmp(a, "--max-body-bytes")) { bad = cli_int(a, v, 1024, 1 << 30, &big); o.max_body = (size_t)big; }
-        else if (!strcmp(a, "--log-level")) {
+        else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "f32")) o.precision = TERN_PRECISION_F32;
+            else if (!strcmp(v, "bf16")) o.precision = TERN_PRECISION_BF16;
+            else { fprintf(stderr, "tern serve: --precision must be f32 or bf16\n"); return 2; }
+        } else if (!strcmp(a, "--log-level")) {
             o.log_level = log_level(v);
             if (o.log_level < 0) { fprintf(stderr, "tern serve: unknown --log-level %s\n", v); return 2; }
         } else { fprintf(stderr, "tern serve: unknown option %s\n", a); usage(); return 2; }

@@ -69,21 +69,25 @@ static json_t *envelope(const srv_reply *r, json_t *choice /* stolen */)
                      "choices", choice);
 }
 
+/* mlx_lm.server's message / delta: role always; content always in a message
+ * (null when empty) and only when non-empty in a delta; reasoning and
+ * tool_calls only when present. */
 static json_t *chat_choice(const srv_reply *r, const char *content, const char *reasoning,
                            json_t *tool_calls, const char *finish, json_t *logprobs)
 {
-    json_t *calls = tool_calls ? json_deep_copy(tool_calls) : json_array();
-    if (r->stream && calls) {
-        size_t i;
-        json_t *c;
-        json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
-    }
-    json_t *msg = json_pack("{s:s,s:s,s:s,s:o}", "role", "assistant", "content", content ? content : "",
-                            "reasoning", reasoning ? reasoning : "", "tool_calls", calls);
-    if (msg && !r->stream && tool_calls && json_array_size(tool_calls) && (!content || !content[0]))
-        json_object_set_new(msg, "content", json_null());
+    json_t *msg = json_pack("{s:s}", "role", "assistant");
     json_t *choice = json_pack("{s:i,s:o}", "index", 0, "finish_reason", finish ? json_string(finish) : json_null());
     if (!choice || !msg) { json_decref(choice); json_decref(msg); return NULL; }
+    if (!r->stream) json_object_set_new(msg, "content", content && content[0] ? json_string(content) : json_null());
+    else if (content && content[0]) json_object_set_new(msg, "content", json_string(content));
+    if (reasoning && reasoning[0]) json_object_set_new(msg, "reasoning", json_string(reasoning));
+    if (tool_calls && json_array_size(tool_calls)) {
+        json_t *calls = json_deep_copy(tool_calls);
+        size_t i;
+        json_t *c;
+        if (r->stream) json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
+        json_object_set_new(msg, "tool_calls", calls);
+    }
     if (logprobs) json_object_set(choice, "logprobs", logprobs);
     json_object_set_new(choice, r->stream ? "delta" : "message", msg);
     return choice;
@@ -102,8 +106,9 @@ int srv_reply_begin(srv_reply *r, int prompt_tokens, srv_buf *out)
     if (!r->stream) return 0;
     if (r->api == SRV_API_ANTHROPIC) return srv_anth_begin(r, prompt_tokens, out);
     if (r->api == SRV_API_TEXT) return 0;
-    /* Role first, with empty content. */
+    /* Role first, with empty content (as OpenAI does; later deltas follow mlx_lm.server). */
     json_t *c = chat_choice(r, "", NULL, NULL, NULL, NULL);
+    if (c) json_object_set_new(json_object_get(c, "delta"), "content", json_string(""));
     return sse(out, envelope(r, c));
 }
 

@@ -40,34 +40,44 @@ void srv_request_free(srv_request *r)
 
 static tern_status bad(const char *msg) { return tern_error(TERN_E_INVALID, "%s", msg); }
 
-/* A JSON number that is not a boolean. */
-static int get_number(const json_t *body, const char *key, double dflt, double *out)
+/* mlx_lm.server's _validate: "<name> must be of type <t>", "... at least <min>",
+ * "... at most <max>". Booleans are not numbers here. */
+static tern_status check_int(const json_t *b, const char *key, const char *name, long long dflt, long long lo,
+                             long long hi, int allow_minus_one, long long *out)
 {
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v)) { *out = dflt; return 1; }
-    if (!json_is_number(v)) return 0;
-    *out = json_number_value(v);
-    return isfinite(*out);
+    const json_t *v = json_object_get(b, key);
+    if (!v || json_is_null(v)) { *out = dflt; return TERN_OK; }
+    if (!json_is_integer(v)) return tern_error(TERN_E_INVALID, "%s must be of type int", name);
+    *out = json_integer_value(v);
+    if (allow_minus_one && *out == -1) return TERN_OK;
+    if (*out < lo) return tern_error(TERN_E_INVALID, "%s must be at least %lld", name, lo);
+    if (*out > hi) return tern_error(TERN_E_INVALID, "%s must be at most %lld", name, hi);
+    return TERN_OK;
 }
 
-static int get_int(const json_t *body, const char *key, long long dflt, long long *out)
+static tern_status check_num(const json_t *b, const char *key, double dflt, double lo, double hi, float *out)
 {
-    const json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v)) { *out = dflt; return 1; }
-    if (!json_is_integer(v)) return 0;
-    *out = json_integer_value(v);
-    return 1;
+    const json_t *v = json_object_get(b, key);
+    double x = dflt;
+    if (v && !json_is_null(v)) {
+        if (!json_is_number(v)) return tern_error(TERN_E_INVALID, "%s must be of type ('float', 'int')", key);
+        x = json_number_value(v);
+    }
+    if (x < lo) return tern_error(TERN_E_INVALID, "%s must be at least %g", key, lo);
+    if (x > hi) return tern_error(TERN_E_INVALID, "%s must be at most %g", key, hi);
+    *out = (float)x;
+    return TERN_OK;
 }
 
 static tern_status parse_sampling(const json_t *b, const srv_defaults *d, srv_request *r)
 {
     tern_sampling_params *s = &r->sampling;
     tern_sampling_params_default(s);
-    double x;
     long long n;
+    tern_status st;
 
     const json_t *v = json_object_get(b, "stream");
-    if (v && !json_is_null(v) && !json_is_boolean(v)) return bad("stream must be a boolean");
+    if (v && !json_is_null(v) && !json_is_boolean(v)) return bad("stream must be of type bool");
     r->stream = json_is_true(v);
     const json_t *so = json_object_get(b, "stream_options");
     r->include_usage = json_is_object(so) && json_is_true(json_object_get(so, "include_usage"));
@@ -75,46 +85,57 @@ static tern_status parse_sampling(const json_t *b, const srv_defaults *d, srv_re
     const char *mt = json_object_get(b, "max_completion_tokens") &&
                      !json_is_null(json_object_get(b, "max_completion_tokens"))
                          ? "max_completion_tokens" : "max_tokens";
-    if (!get_int(b, mt, d->max_tokens, &n) || n < 0) return bad("max_tokens must be a non-negative integer");
-    r->max_tokens = n > INT_MAX ? INT_MAX : (int)n;
-
-    if (!get_number(b, "temperature", d->temperature, &x) || x < 0) return bad("temperature must be a non-negative float");
-    s->temperature = (float)x;
-    if (!get_number(b, "top_p", d->top_p, &x) || x < 0 || x > 1) return bad("top_p must be a float between 0 and 1");
-    s->top_p = (float)x;
-    if (!get_int(b, "top_k", d->top_k, &n) || n < 0) return bad("top_k must be a non-negative integer");
-    s->top_k = n > INT_MAX ? INT_MAX : (int)n;
-    if (!get_number(b, "min_p", d->min_p, &x) || x < 0 || x > 1) return bad("min_p must be a float between 0 and 1");
-    s->min_p = (float)x;
-    if (!get_int(b, "num_draft_tokens", 3, &n) || n < 0) return bad("num_draft_tokens must be a non-negative integer");
-    if (!get_number(b, "repetition_penalty", 0.0, &x) || x < 0) return bad("repetition_penalty must be a non-negative float");
-    s->repetition_penalty = (float)x;
+    if ((st = check_int(b, mt, "max_tokens", d->max_tokens, 1, INT_MAX, 0, &n))) return st;
+    r->max_tokens = (int)n;
+    if ((st = check_num(b, "temperature", d->temperature, 0, HUGE_VAL, &s->temperature))) return st;
+    if ((st = check_num(b, "top_p", d->top_p, 0, 1, &s->top_p))) return st;
+    if ((st = check_int(b, "top_k", "top_k", d->top_k, 0, INT_MAX, 0, &n))) return st;
+    s->top_k = (int)n;
+    if ((st = check_num(b, "min_p", d->min_p, 0, 1, &s->min_p))) return st;
+    if ((st = check_int(b, "num_draft_tokens", "num_draft_tokens", 3, 0, INT_MAX, 0, &n))) return st;
+    if ((st = check_num(b, "repetition_penalty", 0, 0, HUGE_VAL, &s->repetition_penalty))) return st;
+    if ((st = check_int(b, "repetition_context_size", "repetition_context_size", 20, 0, INT_MAX, 0, &n))) return st;
+    s->repetition_context_size = (int)n;
+    if ((st = check_num(b, "presence_penalty", 0, -HUGE_VAL, HUGE_VAL, &s->presence_penalty))) return st;
+    if ((st = check_int(b, "presence_context_size", "presence_context_size", 20, 0, INT_MAX, 0, &n))) return st;
+    s->presence_context_size = (int)n;
+    if ((st = check_num(b, "frequency_penalty", 0, -HUGE_VAL, HUGE_VAL, &s->frequency_penalty))) return st;
+    if ((st = check_int(b, "frequency_context_size", "frequency_context_size", 20, 0, INT_MAX, 0, &n))) return st;
+    s->frequency_context_size = (int)n;
 
     v = json_object_get(b, "logprobs");
     if (v && !json_is_null(v) && !json_is_boolean(v)) return bad("logprobs must be of type bool");
     r->logprobs = json_is_true(v);
-    if (!get_int(b, "top_logprobs", -1, &n)) return bad("top_logprobs must be of type int");
-    if (n != -1 && n < 0) return bad("top_logprobs must be at least 0");
-    if (n > 11) return bad("top_logprobs must be at most 11");
+    if ((st = check_int(b, "top_logprobs", "top_logprobs", -1, 0, 11, 1, &n))) return st;
     r->top_logprobs = (int)n;
 
-    if (!get_int(b, "repetition_context_size", 20, &n) || n < 0 || n > INT_MAX)
-        return bad("repetition_context_size must be a non-negative integer");
-    s->repetition_context_size = (int)n;
-    if (!get_number(b, "presence_penalty", 0.0, &x)) return bad("presence_penalty must be a float");
-    s->presence_penalty = (float)x;
-    if (!get_int(b, "presence_context_size", 20, &n) || n < 0 || n > INT_MAX)
-        return bad("presence_context_size must be a non-negative integer");
-    s->presence_context_size = (int)n;
-    if (!get_number(b, "frequency_penalty", 0.0, &x)) return bad("frequency_penalty must be a float");
-    s->frequency_penalty = (float)x;
-    if (!get_int(b, "frequency_context_size", 20, &n) || n < 0 || n > INT_MAX)
-        return bad("frequency_context_size must be a non-negative integer");
-    s->frequency_context_size = (int)n;
+    /* mlx_lm.server wants floats here; integers are accepted as well. */
+    v = json_object_get(b, "xtc_probability");
+    if (v && !json_is_null(v) && !json_is_number(v)) return bad("xtc_probability must be of type float");
+    if ((st = check_num(b, "xtc_probability", 0, 0, 1, &s->xtc_probability))) return st;
+    v = json_object_get(b, "xtc_threshold");
+    if (v && !json_is_null(v) && !json_is_number(v)) return bad("xtc_threshold must be of type float");
+    /* mlx_lm.server allows up to 1; the sampler's range is [0, 0.5]. */
+    if ((st = check_num(b, "xtc_threshold", 0.1, 0, 1, &s->xtc_threshold))) return st;
+
+    v = json_object_get(b, "model");
+    if (v && !json_is_string(v)) return bad("requested_model must be of type str");
+    r->model = strdup(v ? json_string_value(v) : "default_model");
+    if (!r->model) return tern_error(TERN_E_NOMEM, "out of memory");
+    v = json_object_get(b, "adapters");
+    if (v && !json_is_null(v) && !json_is_string(v)) return bad("adapter must be of type str");
+    if (json_is_string(v) && json_string_length(v)) return tern_error(TERN_E_INVALID, "adapters are not supported by this server");
+    v = json_object_get(b, "seed");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v)) return bad("seed must be of type int");
+        r->has_seed = 1;
+        s->seed = (uint64_t)json_integer_value(v);
+    }
 
     v = json_object_get(b, "logit_bias");
     if (v && !json_is_null(v)) {
-        if (!json_is_object(v) || json_object_size(v) > MAX_BIAS_ENTRIES) return bad("logit_bias must be a dict of int to float");
+        if (!json_is_object(v)) return bad("logit_bias must be of type dict");
+        if (json_object_size(v) > MAX_BIAS_ENTRIES) return bad("logit_bias has too many entries");
         size_t cnt = json_object_size(v);
         r->bias_ids = calloc(cnt ? cnt : 1, sizeof *r->bias_ids);
         r->bias_values = calloc(cnt ? cnt : 1, sizeof *r->bias_values);
@@ -139,26 +160,6 @@ static tern_status parse_sampling(const json_t *b, const srv_defaults *d, srv_re
         s->n_bias = i;
     }
 
-    if (!get_number(b, "xtc_probability", 0.0, &x) || x < 0 || x > 1)
-        return bad("xtc_probability must be a float between 0.00 and 1.00");
-    s->xtc_probability = (float)x;
-    if (!get_number(b, "xtc_threshold", 0.0, &x) || x < 0 || x > 0.5)
-        return bad("xtc_threshold must be a float between 0.00 and 0.5");
-    s->xtc_threshold = (float)x;
-
-    v = json_object_get(b, "model");
-    if (v && !json_is_string(v)) return bad("model must be a string");
-    r->model = strdup(v ? json_string_value(v) : "default_model");
-    v = json_object_get(b, "adapters");
-    if (v && !json_is_null(v) && !json_is_string(v)) return bad("adapter must be a string");
-    if (json_is_string(v) && json_string_length(v)) return tern_error(TERN_E_INVALID, "adapters are not supported by this server");
-
-    v = json_object_get(b, "seed");
-    if (v && !json_is_null(v)) {
-        if (!json_is_integer(v)) return bad("seed must be an integer");
-        r->has_seed = 1;
-        s->seed = (uint64_t)json_integer_value(v);
-    }
     if (tern_sampling_params_validate(s) != TERN_OK) return TERN_E_INVALID;
     return TERN_OK;
 }

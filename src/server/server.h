@@ -23,6 +23,7 @@ typedef struct {
     size_t      max_body;           /* request body cap in bytes (8 MiB) */
     int         queue_size;         /* waiting requests beyond the running one (64) */
     int         n_threads;          /* compute threads; 0 = all cores */
+    int         precision;          /* a tern_precision value; 0 = default */
 } tern_server_opts;
 
 void tern_server_opts_default(tern_server_opts *o);

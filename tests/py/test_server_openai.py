@@ -174,7 +174,7 @@ def test_errors(client):
     assert e.value.body["type"] == "invalid_request_error"
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="demo", messages=MSGS, temperature=-1)
-    assert e.value.body["message"] == "temperature must be a non-negative float"
+    assert e.value.body["message"] == "temperature must be at least 0"
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="demo", messages=MSGS, top_logprobs=50, logprobs=True)
     assert "top_logprobs" in e.value.body["message"]
