@@ -176,6 +176,15 @@ int main(void)
                         check_shape(p1, p2, (tern_act_mode)mode, dts[d], Ms[mi], KNs[s][0],
                                     KNs[s][1]);
                     }
+        /* a few random shapes per dtype and mode */
+        for (int mode = 0; mode < 2; mode++)
+            for (size_t d = 0; d < 3; d++)
+                for (int r = 0; r < 3; r++) {
+                    int M = 1 + (int)((frand() + 1.0f) * 20.0f);
+                    int K = 1 + (int)((frand() + 1.0f) * 150.0f);
+                    int N = 1 + (int)((frand() + 1.0f) * 50.0f);
+                    check_shape(p1, p2, (tern_act_mode)mode, dts[d], M, K, N);
+                }
         /* large enough for several row blocks and parallel activation rounding */
         check_shape(p1, p2, TERN_ACT_BF16, TERN_DT_BF16, 300, 1000, 30);
         check_shape(p1, p2, TERN_ACT_F32, TERN_DT_F16, 100, 260, 50);
