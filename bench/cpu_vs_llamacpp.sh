@@ -6,11 +6,14 @@
 # Runs, in this order:
 #   (a) STREAM triad (bench/stream_triad_main.c) at $THREADS threads -> memory bandwidth
 #   (b) llama-bench -m GGUF -t $THREADS -p $PROMPT_TOKENS -n $GEN_TOKENS -r $REPS -> pp / tg tok/s
-#   (c) build/tern bench --model DIR --prompt-tokens .. --gen-tokens .. --threads .. --json
+#   (c) build/tern bench --model DIR --prompt-tokens .. --gen-tokens .. --threads .. --reps $REPS --json
 #       ($TERN_REPS times; its last stdout line is JSON with prefill_tps and decode_tps)
+#   (d) STREAM triad again
 # and prints a markdown table: prefill and decode tok/s for both (best of the repetitions),
 # tern / llama.cpp ratios, decode as % of the bandwidth ceiling
-# (ceiling = triad bandwidth / weight bytes read per decoded token).
+# (ceiling = triad bandwidth / weight bytes read per decoded token). The triad bandwidth used is
+# the best of every triad measured in the run (before, after, and the one tern bench reports):
+# on a shared machine contention only lowers it, so the best is the closest to the true ceiling.
 #
 # Weight bytes per token = every weight tensor in its stored dtype, except the input embedding
 # table (a row gather); with tied embeddings the table is counted once, as the output matmul.
@@ -22,10 +25,12 @@
 #   LLAMACPP_DIR   llama.cpp build from bench/setup_llamacpp.sh [$HOME/.cache/tern-bench/llama.cpp]
 #   LLAMA_BENCH    llama-bench binary          [$LLAMACPP_DIR/build/bin/llama-bench]
 #   TERN           tern binary                 [build/tern]
-#   THREADS [2]  PROMPT_TOKENS [512]  GEN_TOKENS [128]  REPS [3] (llama-bench -r)  TERN_REPS [3]
+#   THREADS [2]  PROMPT_TOKENS [512]  GEN_TOKENS [128]  REPS [3] (llama-bench -r, tern --reps)
+#   TERN_REPS [1] (tern bench processes)  TERN_ARGS [--reps $REPS] (extra tern bench arguments)
 #   TRIAD_MIB [256] (per array)  TRIAD_REPS [10]
 #   SKIP_LLAMACPP=1 / SKIP_TERN=1 to leave one side out.
 #   OUT_DIR        where raw outputs are kept  [a fresh temporary directory]
+#   REPORT_ONLY=1  measure nothing; print the table from the raw outputs already in OUT_DIR
 set -uo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,11 +44,13 @@ THREADS="${THREADS:-2}"
 PROMPT_TOKENS="${PROMPT_TOKENS:-512}"
 GEN_TOKENS="${GEN_TOKENS:-128}"
 REPS="${REPS:-3}"
-TERN_REPS="${TERN_REPS:-3}"
+TERN_REPS="${TERN_REPS:-1}"
+TERN_ARGS="${TERN_ARGS:---reps $REPS}"
 TRIAD_MIB="${TRIAD_MIB:-256}"
 TRIAD_REPS="${TRIAD_REPS:-10}"
 SKIP_LLAMACPP="${SKIP_LLAMACPP:-0}"
 SKIP_TERN="${SKIP_TERN:-0}"
+REPORT_ONLY="${REPORT_ONLY:-0}"
 OUT_DIR="${OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tern-cpu-bench.XXXXXX")}"
 mkdir -p "$OUT_DIR"
 
@@ -57,6 +64,7 @@ say "model dir: $MODEL_DIR"
 say "gguf:      $GGUF"
 say "raw outputs in $OUT_DIR"
 
+measure() {
 # (a) STREAM triad.
 TRIAD_BIN="$OUT_DIR/stream_triad"
 if ! ${CC:-cc} -std=c11 -O3 -march=native -o "$TRIAD_BIN" "$REPO_ROOT/bench/stream_triad_main.c" -lpthread; then
@@ -64,9 +72,12 @@ if ! ${CC:-cc} -std=c11 -O3 -march=native -o "$TRIAD_BIN" "$REPO_ROOT/bench/stre
     exit 1
 fi
 say "running STREAM triad ($THREADS threads)"
-"$TRIAD_BIN" --threads "$THREADS" --mib "$TRIAD_MIB" --reps "$TRIAD_REPS" --json > "$OUT_DIR/triad.txt" \
-    || say "STREAM triad failed"
-head -n 1 "$OUT_DIR/triad.txt" >&2
+run_triad() {
+    "$TRIAD_BIN" --threads "$THREADS" --mib "$TRIAD_MIB" --reps "$TRIAD_REPS" --json > "$OUT_DIR/$1" \
+        || say "STREAM triad failed"
+    head -n 1 "$OUT_DIR/$1" >&2
+}
+run_triad triad.txt
 
 # (b) llama.cpp.
 if [ "$SKIP_LLAMACPP" = "1" ]; then
@@ -92,7 +103,7 @@ else
     for i in $(seq 1 "$TERN_REPS"); do
         say "running tern bench ($i/$TERN_REPS)"
         if "$TERN" bench --model "$MODEL_DIR" --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" \
-            --threads "$THREADS" --json > "$OUT_DIR/tern.$i.stdout" 2> "$OUT_DIR/tern.$i.stderr"; then
+            --threads "$THREADS" $TERN_ARGS --json > "$OUT_DIR/tern.$i.stdout" 2> "$OUT_DIR/tern.$i.stderr"; then
             tail -n 1 "$OUT_DIR/tern.$i.stdout" >> "$OUT_DIR/tern.jsonl"
         else
             say "tern bench is not available or failed:"
@@ -102,14 +113,23 @@ else
     done
 fi
 
+# (d) STREAM triad again.
+say "running STREAM triad again ($THREADS threads)"
+run_triad triad_after.txt
+}
+
+if [ "$REPORT_ONLY" != "1" ]; then
+    measure
+fi
+
 # Report.
 CPU_MODEL=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 CPU_FLAGS=$(grep -m1 -o -w -E 'avx512f|avx512_bf16|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')
 python3 - "$OUT_DIR" "$MODEL_DIR" "$THREADS" "$PROMPT_TOKENS" "$GEN_TOKENS" "$REPS" "$TERN_REPS" \
-    "${CPU_MODEL:-unknown}" "$(nproc)" "$CPU_FLAGS" <<'PY'
+    "${CPU_MODEL:-unknown}" "$(nproc)" "$CPU_FLAGS" "$LLAMACPP_DIR" "$GGUF" "$TERN_ARGS" <<'PY'
 import json, os, struct, sys
 
-out_dir, model_dir, threads, pp, tg, reps, tern_reps, cpu, ncpu, flags = sys.argv[1:11]
+out_dir, model_dir, threads, pp, tg, reps, tern_reps, cpu, ncpu, flags, llamacpp_dir, gguf, tern_args = sys.argv[1:14]
 pp, tg = int(pp), int(tg)
 
 
@@ -159,13 +179,13 @@ def read_json_lines(path):
     return rows
 
 
-triad = None
-triad_rows = read_json_lines(os.path.join(out_dir, "triad.txt"))
-if triad_rows:
-    triad = triad_rows[-1].get("triad_gbps")
+def triad_of(name):
+    rows = read_json_lines(os.path.join(out_dir, name))
+    return rows[-1].get("triad_gbps") if rows else None
 
-wbytes = weight_bytes_per_token(model_dir)
-ceiling = triad * 1e9 / wbytes if triad else None
+
+triad_before = triad_of("triad.txt")
+triad_after = triad_of("triad_after.txt")
 
 llama_pp = llama_tg = None
 llama_info = ""
@@ -177,9 +197,8 @@ try:
             llama_pp = best
         elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
             llama_tg = best
-        llama_info = "llama.cpp build %s/%s, model %s, %s" % (
-            t.get("build_commit", "?"), t.get("build_number", "?"), t.get("model_type", "?"),
-            "flash-attn %s" % t.get("flash_attn", "?"))
+        llama_info = "llama.cpp: model %s, %d threads, flash_attn %s" % (
+            t.get("model_type", "?"), t.get("n_threads", 0), t.get("flash_attn", "?"))
 except (OSError, ValueError, KeyError, TypeError):
     pass
 
@@ -187,6 +206,12 @@ tern_rows = read_json_lines(os.path.join(out_dir, "tern.jsonl"))
 tern_pp = max((r["prefill_tps"] for r in tern_rows if "prefill_tps" in r), default=None)
 tern_tg = max((r["decode_tps"] for r in tern_rows if "decode_tps" in r), default=None)
 tern_wbytes = next((r["weight_bytes_per_token"] for r in tern_rows if "weight_bytes_per_token" in r), None)
+tern_triad = max((r["triad_gbps"] for r in tern_rows if r.get("triad_gbps")), default=None)
+
+triads = [t for t in (triad_before, triad_after, tern_triad) if t]
+triad = max(triads) if triads else None
+wbytes = weight_bytes_per_token(model_dir)
+ceiling = triad * 1e9 / wbytes if triad else None
 
 
 def fmt(v, spec="%.1f"):
@@ -209,13 +234,20 @@ print("| llama.cpp (F16) | %s | %s | %s |" % (fmt(llama_pp), fmt(llama_tg), pct(
 print("| tern / llama.cpp | %s | %s | |" % (ratio(tern_pp, llama_pp), ratio(tern_tg, llama_tg)))
 print()
 print("- machine: %s, %s CPUs online (%s), %s threads used" % (cpu, ncpu, flags.strip() or "?", threads))
-print("- STREAM triad (%s threads, best of repetitions): %s GB/s" % (threads, fmt(triad, "%.2f")))
+print("- STREAM triad (%s threads): %s GB/s used for the ceiling (before %s, after %s, inside tern bench %s)" % (
+    threads, fmt(triad, "%.2f"), fmt(triad_before, "%.2f"), fmt(triad_after, "%.2f"), fmt(tern_triad, "%.2f")))
 print("- weight bytes per decoded token: %d (%.1f MB)%s" % (
     wbytes, wbytes / 1e6,
     "" if tern_wbytes is None else "; tern reports %d" % tern_wbytes))
 print("- decode bandwidth ceiling: %s tok/s" % fmt(ceiling))
-print("- best of %s llama-bench repetitions and %d tern runs%s" % (
+print("- best of %s llama-bench repetitions; tern: best over %d tern bench run(s)%s" % (
     reps, len(tern_rows), "" if tern_rows else " (tern bench not available)"))
 if llama_info:
-    print("- " + llama_info)
+    try:
+        src = open(os.path.join(llamacpp_dir, "llama.cpp", ".tern-bench-sdist")).read().strip()
+    except OSError:
+        src = "unknown source"
+    print("- %s; built from %s (vendor/llama.cpp)" % (llama_info, src))
+print("- commands: `llama-bench -m %s -t %s -p %d -n %d -r %s`; `tern bench --model %s --prompt-tokens %d "
+      "--gen-tokens %d --threads %s %s --json`" % (gguf, threads, pp, tg, reps, model_dir, pp, tg, threads, tern_args))
 PY

@@ -14,13 +14,13 @@
 #   LLAMACPP_DIR         output directory (default: $HOME/.cache/tern-bench/llama.cpp)
 #   LLAMACPP_PY_VERSION  llama-cpp-python version to fetch (default: 0.3.36; "latest" = newest)
 #   JOBS                 parallel build jobs (default: 2)
-#   LLAMACPP_TARGETS     CMake targets to build (default: "llama-bench llama-cli")
+#   LLAMACPP_TARGETS     CMake targets to build (default: llama-bench; e.g. add llama-completion)
 set -euo pipefail
 
 LLAMACPP_DIR="${LLAMACPP_DIR:-$HOME/.cache/tern-bench/llama.cpp}"
 LLAMACPP_PY_VERSION="${LLAMACPP_PY_VERSION:-0.3.36}"
 JOBS="${JOBS:-2}"
-LLAMACPP_TARGETS="${LLAMACPP_TARGETS:-llama-bench llama-cli}"
+LLAMACPP_TARGETS="${LLAMACPP_TARGETS:-llama-bench}"
 
 for tool in python3 cmake tar; do
     command -v "$tool" >/dev/null || { echo "setup_llamacpp: '$tool' not found" >&2; exit 1; }
