@@ -87,7 +87,7 @@ static tern_status emit(tern_detok *d, const tok_buf *cur, size_t end, char **de
     const char *s = cur->p ? cur->p : "";
     /* The window's text must extend what was already emitted; when a decoder
      * rewrote it, wait (the flush settles it). */
-    if (end < d->ndone || memcmp(s, d->done, d->ndone)) return give_len("", 0, delta, len);
+    if (end < d->ndone || (d->ndone && memcmp(s, d->done, d->ndone))) return give_len("", 0, delta, len);
     tern_status st = give_len(s + d->ndone, end - d->ndone, delta, len);
     if (!st) st = set_done(d, s, end);
     return st;
@@ -133,8 +133,8 @@ tern_status tern_detok_flush_n(tern_detok *d, char **delta, size_t *len)
     tok_buf cur = {0};
     tern_status st = tok_decode_ids(d->t, d->ids, d->n, 0, &cur);
     if (!st) {
-        if (cur.len >= d->ndone && !memcmp(cur.p, d->done, d->ndone))
-            st = give_len(cur.p + d->ndone, cur.len - d->ndone, delta, len);
+        if (cur.len >= d->ndone && (!d->ndone || !memcmp(cur.p, d->done, d->ndone)))
+            st = give_len(cur.p ? cur.p + d->ndone : "", cur.len - d->ndone, delta, len);
         else
             st = tern_error(TERN_E_INTERNAL, "detok: decoded text no longer extends the emitted text");
     }
