@@ -24,6 +24,13 @@ void jinja_scope_set(jinja_ctx *c, jinja_scope *s, const char *name, jinja_val v
             d->vals[i] = v;
             return;
         }
+    /* A loop scope is emptied each iteration and usually refilled with the
+     * same names in the same order: reuse the key left in the next slot. */
+    if (d->len < d->cap && d->keys[d->len].kind == JV_STR && d->keys[d->len].u.s->len == n &&
+        !memcmp(d->keys[d->len].u.s->data, name, n)) {
+        d->vals[d->len++] = v;
+        return;
+    }
     jinja_dict_set(c->rt, s->vars, jinja_cstr(c->rt, name), v);
 }
 
@@ -104,6 +111,8 @@ jinja_val jinja_getitem(jinja_ctx *c, jinja_val obj, jinja_val key)
     if (obj.kind == JV_DICT && !obj.u.d->is_namespace) {
         if (jinja_dict_get(obj, key, &v))
             return v;
+    } else if (obj.kind == JV_LIST && !jinja_is_plain_list(obj)) {
+        return jinja_undef(undef_msg(c, "'%s' object is not subscriptable", jinja_type_name(obj), ""));
     } else if (obj.kind == JV_LIST && int_key(key, &i)) {
         int64_t n = (int64_t)obj.u.l->len;
         if (i < 0)
@@ -174,6 +183,8 @@ static jinja_val eval_slice(jinja_ctx *c, jinja_val obj, jinja_val vs, jinja_val
     int64_t a, b, st;
     if (obj.kind == JV_UNDEF)
         fail_undefined(c, obj);
+    if (obj.kind == JV_LIST && !jinja_is_plain_list(obj))
+        return jinja_undef(undef_msg(c, "'%s' object is not subscriptable", jinja_type_name(obj), ""));
     if (obj.kind == JV_LIST) {
         slice_indices(c, vs, ve, vt, (int64_t)obj.u.l->len, &a, &b, &st);
         jinja_val out = jinja_list_new(c->rt, 0);
@@ -218,7 +229,10 @@ int64_t jinja_len(jinja_ctx *c, jinja_val v)
     switch (v.kind) {
     case JV_UNDEF: return 0;
     case JV_STR: return (int64_t)jinja_utf8_count(v.u.s->data, v.u.s->len);
-    case JV_LIST: return (int64_t)v.u.l->len;
+    case JV_LIST:
+        if (v.u.l->kind == JL_GENERATOR || v.u.l->kind == JL_REVERSED)
+            break;
+        return (int64_t)v.u.l->len;
     case JV_DICT:
         if (!v.u.d->is_namespace)
             return (int64_t)v.u.d->len;
@@ -309,9 +323,11 @@ static jinja_val repeat(jinja_ctx *c, jinja_val seq, int64_t times)
 
 static jinja_val str_format(jinja_ctx *c, jinja_val fmt, jinja_val args)
 {
-    jinja_val list = args.kind == JV_LIST && args.u.l->is_tuple ? args : jinja_list_new(c->rt, 1);
-    if (list.u.l != args.u.l || args.kind != JV_LIST)
+    jinja_val list = args;
+    if (!(jinja_is_plain_list(args) && args.u.l->is_tuple)) {
+        list = jinja_list_new(c->rt, 1);
         jinja_list_push(c->rt, list, args);
+    }
     size_t used = 0;
     jinja_buf b = {0};
     const char *s = fmt.u.s->data;
@@ -360,12 +376,19 @@ jinja_val jinja_binop(jinja_ctx *c, int op, jinja_val a, jinja_val b)
         if (nums)
             return jinja_float(jinja_as_double(a) + jinja_as_double(b));
         if (a.kind == JV_STR && b.kind == JV_STR) {
+            int markup = a.u.s->markup || b.u.s->markup;
+            if (markup) {   /* Markup + str escapes the plain operand */
+                a = jinja_html_escape(c, a);
+                b = jinja_html_escape(c, b);
+            }
             jinja_buf buf = {0};
             jinja_buf_put(c->rt, &buf, a.u.s->data, a.u.s->len);
             jinja_buf_put(c->rt, &buf, b.u.s->data, b.u.s->len);
-            return jinja_buf_to_str(c->rt, &buf);
+            jinja_val r = jinja_buf_to_str(c->rt, &buf);
+            r.u.s->markup = markup;
+            return r;
         }
-        if (a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->is_tuple == b.u.l->is_tuple) {
+        if (jinja_is_plain_list(a) && jinja_is_plain_list(b) && a.u.l->is_tuple == b.u.l->is_tuple) {
             jinja_val out = jinja_list_new(c->rt, a.u.l->len + b.u.l->len);
             out.u.l->is_tuple = a.u.l->is_tuple;
             for (size_t i = 0; i < a.u.l->len; i++)
@@ -392,9 +415,9 @@ jinja_val jinja_binop(jinja_ctx *c, int op, jinja_val a, jinja_val b)
         }
         if (nums)
             return jinja_float(jinja_as_double(a) * jinja_as_double(b));
-        if ((a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_INT || b.kind == JV_BOOL))
+        if ((a.kind == JV_STR || jinja_is_plain_list(a)) && (b.kind == JV_INT || b.kind == JV_BOOL))
             return repeat(c, a, ival(b));
-        if ((b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL))
+        if ((b.kind == JV_STR || jinja_is_plain_list(b)) && (a.kind == JV_INT || a.kind == JV_BOOL))
             return repeat(c, b, ival(a));
         bad_operands(c, "*", a, b);
     case JOP_DIV:

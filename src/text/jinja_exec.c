@@ -303,16 +303,18 @@ typedef struct {
     int failed;
 } validator;
 
-static void check_node(validator *vd, const jinja_node *n, int in_loop, int depth);
+/* soft: inside an if statement or a conditional expression, where Jinja
+ * defers unknown filters and tests to run time (they fail only when reached). */
+static void check_node(validator *vd, const jinja_node *n, int in_loop, int soft, int depth);
 
-static void check_list(validator *vd, const jinja_nodes *ns, int in_loop, int depth)
+static void check_list(validator *vd, const jinja_nodes *ns, int in_loop, int soft, int depth)
 {
     for (size_t i = 0; i < ns->n && !vd->failed; i++)
         if (ns->v[i])
-            check_node(vd, ns->v[i], in_loop, depth);
+            check_node(vd, ns->v[i], in_loop, soft, depth);
 }
 
-static void check_node(validator *vd, const jinja_node *n, int in_loop, int depth)
+static void check_node(validator *vd, const jinja_node *n, int in_loop, int soft, int depth)
 {
     if (!n || vd->failed)
         return;
@@ -321,12 +323,12 @@ static void check_node(validator *vd, const jinja_node *n, int in_loop, int dept
         vd->failed = 1;
         return;
     }
-    if (n->kind == JN_FILTER && !jinja_has_filter(n->name)) {
+    if (n->kind == JN_FILTER && !soft && !jinja_has_filter(n->name)) {
         snprintf(vd->err, vd->errlen, "line %d: no filter named '%s'", n->line, n->name);
         vd->failed = 1;
         return;
     }
-    if (n->kind == JN_TEST && !jinja_has_test(n->name)) {
+    if (n->kind == JN_TEST && !soft && !jinja_has_test(n->name)) {
         snprintf(vd->err, vd->errlen, "line %d: no test named '%s'", n->line, n->name);
         vd->failed = 1;
         return;
@@ -337,18 +339,47 @@ static void check_node(validator *vd, const jinja_node *n, int in_loop, int dept
         vd->failed = 1;
         return;
     }
-    int body_in_loop = n->kind == JN_FOR ? 1 : (n->kind == JN_MACRO || n->kind == JN_CALLBLOCK) ? 0 : in_loop;
-    check_node(vd, n->a, in_loop, depth + 1);
-    check_node(vd, n->b, body_in_loop, depth + 1);
-    check_node(vd, n->c, in_loop, depth + 1);
-    check_node(vd, n->d, in_loop, depth + 1);
-    check_list(vd, &n->items, in_loop, depth + 1);
-    check_list(vd, &n->items2, in_loop, depth + 1);
+    int d = depth + 1;
+    switch (n->kind) {
+    case JN_IF:
+    case JN_COND:
+        check_node(vd, n->a, in_loop, 1, d);
+        check_node(vd, n->b, in_loop, 1, d);
+        check_node(vd, n->c, in_loop, 1, d);
+        return;
+    case JN_FOR:   /* the body runs in a frame of its own: not soft */
+        check_node(vd, n->a, in_loop, soft, d);
+        check_node(vd, n->b, 1, 0, d);
+        check_node(vd, n->c, in_loop, 0, d);
+        check_node(vd, n->d, in_loop, 0, d);
+        return;
+    case JN_MACRO:
+    case JN_CALLBLOCK:
+        check_node(vd, n->a, in_loop, soft, d);
+        check_node(vd, n->b, 0, 0, d);
+        check_list(vd, &n->items2, in_loop, soft, d);
+        return;
+    case JN_FILTERBLOCK:
+    case JN_WITH:
+    case JN_SET:
+        check_node(vd, n->a, in_loop, n->kind == JN_FILTERBLOCK ? 0 : soft, d);
+        check_node(vd, n->b, in_loop, 0, d);
+        check_node(vd, n->c, in_loop, 0, d);
+        check_list(vd, &n->items, in_loop, soft, d);
+        return;
+    default:
+        check_node(vd, n->a, in_loop, soft, d);
+        check_node(vd, n->b, in_loop, soft, d);
+        check_node(vd, n->c, in_loop, soft, d);
+        check_node(vd, n->d, in_loop, soft, d);
+        check_list(vd, &n->items, in_loop, soft, d);
+        check_list(vd, &n->items2, in_loop, soft, d);
+    }
 }
 
 int jinja_validate(const jinja_node *root, char *err, size_t errlen)
 {
     validator vd = {err, errlen, 0};
-    check_node(&vd, root, 0, 0);
+    check_node(&vd, root, 0, 0, 0);
     return vd.failed ? -1 : 0;
 }

@@ -71,7 +71,18 @@ static jinja_val f_upper(jinja_ctx *c, jinja_val v, const jinja_args *a) { retur
 static jinja_val f_lower(jinja_ctx *c, jinja_val v, const jinja_args *a) { return jinja_str_case(c, v, 0); }
 static jinja_val f_capitalize(jinja_ctx *c, jinja_val v, const jinja_args *a) { return jinja_str_case(c, v, 3); }
 static jinja_val f_title(jinja_ctx *c, jinja_val v, const jinja_args *a) { return jinja_str_case(c, v, 4); }
-static jinja_val f_safe(jinja_ctx *c, jinja_val v, const jinja_args *a) { return v; }
+static jinja_val markup(jinja_ctx *c, jinja_val s)
+{
+    jinja_val m = jinja_str_new(c->rt, s.u.s->data, s.u.s->len);
+    m.u.s->markup = 1;
+    return m;
+}
+
+static jinja_val f_safe(jinja_ctx *c, jinja_val v, const jinja_args *a)
+{
+    v = jinja_to_str(c->rt, v);
+    return v.u.s->markup ? v : markup(c, v);
+}
 static jinja_val f_string(jinja_ctx *c, jinja_val v, const jinja_args *a) { return jinja_to_str(c->rt, v); }
 
 static jinja_val f_tojson(jinja_ctx *c, jinja_val v, const jinja_args *a)
@@ -108,13 +119,19 @@ static jinja_val f_items(jinja_ctx *c, jinja_val v, const jinja_args *a)
         return jinja_list_new(c->rt, 0);
     if (v.kind != JV_DICT || v.u.d->is_namespace)
         jinja_fail(c->rt, "can only get item pairs from a mapping");
-    return jinja_call_method(c, v, "items", a);
+    jinja_val items = jinja_call_method(c, v, "items", a);
+    items.u.l->kind = JL_GENERATOR;
+    return items;
 }
 
 /* select / reject / selectattr / rejectattr */
 static jinja_val select_common(jinja_ctx *c, jinja_val v, const jinja_args *a, int by_attr, int keep_when)
 {
-    jinja_val items = jinja_iterable_list(c, v), out = jinja_list_new(c->rt, 0);
+    /* Jinja yields nothing for a false input (None included) */
+    jinja_val out = jinja_iter_new(c->rt, 0, JL_GENERATOR);
+    if (!jinja_truthy(v))
+        return out;
+    jinja_val items = jinja_iterable_list(c, v);
     size_t first = by_attr ? 1 : 0;
     jinja_val attr = by_attr ? jinja_arg(a, 0, NULL, none()) : none();
     if (by_attr && attr.kind == JV_NONE)
@@ -141,7 +158,9 @@ static jinja_val f_rejectattr(jinja_ctx *c, jinja_val v, const jinja_args *a) { 
 
 static jinja_val f_map(jinja_ctx *c, jinja_val v, const jinja_args *a)
 {
-    jinja_val items = jinja_iterable_list(c, v), out = jinja_list_new(c->rt, items.u.l->len);
+    if (!jinja_truthy(v))
+        return jinja_iter_new(c->rt, 0, JL_GENERATOR);
+    jinja_val items = jinja_iterable_list(c, v), out = jinja_iter_new(c->rt, items.u.l->len, JL_GENERATOR);
     jinja_val attr = jinja_arg(a, (size_t)-1, "attribute", none());
     if (attr.kind != JV_NONE) {
         jinja_val dflt = jinja_arg(a, (size_t)-1, "default", jinja_undef(NULL));
@@ -377,7 +396,8 @@ static jinja_val f_unique(jinja_ctx *c, jinja_val v, const jinja_args *a)
 {
     int cs = jinja_truthy(jinja_arg(a, 0, "case_sensitive", jinja_bool(0)));
     jinja_val attr = jinja_arg(a, 1, "attribute", none());
-    jinja_val items = jinja_iterable_list(c, v), out = jinja_list_new(c->rt, 0), seen = jinja_list_new(c->rt, 0);
+    jinja_val items = jinja_iterable_list(c, v), out = jinja_iter_new(c->rt, 0, JL_GENERATOR);
+    jinja_val seen = jinja_list_new(c->rt, 0);
     for (size_t i = 0; i < items.u.l->len; i++) {
         jinja_val k = sort_key(c, items.u.l->items[i], attr, cs);
         int dup = 0;
@@ -401,7 +421,8 @@ static jinja_val f_reverse(jinja_ctx *c, jinja_val v, const jinja_args *a)
             jinja_buf_put(c->rt, &b, chars.u.l->items[i - 1].u.s->data, chars.u.l->items[i - 1].u.s->len);
         return jinja_buf_to_str(c->rt, &b);
     }
-    jinja_val items = jinja_iterable_list(c, v), out = jinja_list_new(c->rt, items.u.l->len);
+    jinja_val items = jinja_iterable_list(c, v);
+    jinja_val out = jinja_iter_new(c->rt, items.u.l->len, jinja_is_plain_list(v) ? JL_REVERSED : JL_LIST);
     for (size_t i = items.u.l->len; i > 0; i--)
         jinja_list_push(c->rt, out, items.u.l->items[i - 1]);
     return out;
@@ -413,7 +434,8 @@ static jinja_val f_batch(jinja_ctx *c, jinja_val v, const jinja_args *a)
     jinja_val fill = jinja_arg(a, 1, "fill_with", none());
     if (count.kind != JV_INT || count.u.i <= 0)
         jinja_fail(c->rt, "batch: linecount must be a positive integer");
-    jinja_val items = jinja_iterable_list(c, v), out = jinja_list_new(c->rt, 0), cur = jinja_list_new(c->rt, 0);
+    jinja_val items = jinja_iterable_list(c, v), out = jinja_iter_new(c->rt, 0, JL_GENERATOR);
+    jinja_val cur = jinja_list_new(c->rt, 0);
     for (size_t i = 0; i < items.u.l->len; i++) {
         if ((int64_t)cur.u.l->len == count.u.i) {
             jinja_list_push(c->rt, out, cur);
@@ -501,9 +523,11 @@ static jinja_val f_sum(jinja_ctx *c, jinja_val v, const jinja_args *a)
     return acc;
 }
 
-static jinja_val f_escape(jinja_ctx *c, jinja_val v, const jinja_args *a)
+jinja_val jinja_html_escape(jinja_ctx *c, jinja_val v)
 {
     v = jinja_to_str(c->rt, v);
+    if (v.u.s->markup)
+        return v;
     jinja_buf b = {0};
     for (size_t i = 0; i < v.u.s->len; i++) {
         char ch = v.u.s->data[i];
@@ -513,7 +537,17 @@ static jinja_val f_escape(jinja_ctx *c, jinja_val v, const jinja_args *a)
         else
             jinja_buf_put(c->rt, &b, &ch, 1);
     }
-    return jinja_buf_to_str(c->rt, &b);
+    return markup(c, jinja_buf_to_str(c->rt, &b));
+}
+
+static jinja_val f_escape(jinja_ctx *c, jinja_val v, const jinja_args *a) { return jinja_html_escape(c, v); }
+
+static jinja_val f_forceescape(jinja_ctx *c, jinja_val v, const jinja_args *a)
+{
+    v = jinja_to_str(c->rt, v);
+    if (v.u.s->markup)
+        v = jinja_str_new(c->rt, v.u.s->data, v.u.s->len);
+    return jinja_html_escape(c, v);
 }
 
 static jinja_val f_center(jinja_ctx *c, jinja_val v, const jinja_args *a)
@@ -572,7 +606,7 @@ static const struct {
     {"int", f_int}, {"float", f_float}, {"abs", f_abs}, {"round", f_round}, {"replace", f_replace},
     {"capitalize", f_capitalize}, {"title", f_title}, {"safe", f_safe}, {"unique", f_unique}, {"sort", f_sort},
     {"reverse", f_reverse}, {"dictsort", f_dictsort}, {"batch", f_batch}, {"indent", f_indent}, {"max", f_max},
-    {"min", f_min}, {"sum", f_sum}, {"escape", f_escape}, {"e", f_escape}, {"forceescape", f_escape},
+    {"min", f_min}, {"sum", f_sum}, {"escape", f_escape}, {"e", f_escape}, {"forceescape", f_forceescape},
     {"center", f_center}, {"wordcount", f_wordcount}, {"attr", f_attr}, {"format", f_format},
     {"pprint", f_pprint},
 };

@@ -151,6 +151,8 @@ static void dump(jinja_ctx *c, jinja_buf *b, jinja_val v, const json_opts *o, in
     case JV_FLOAT: put_float(c, b, v.u.f); return;
     case JV_STR: put_escaped(c, b, v.u.s->data, v.u.s->len, o->ensure_ascii); return;
     case JV_LIST:
+        if (v.u.l->kind != JL_LIST)
+            break;
         if (v.u.l->len == 0) {
             jinja_buf_puts(c->rt, b, "[]");
             return;

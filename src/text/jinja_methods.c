@@ -446,7 +446,7 @@ int jinja_has_method(jinja_val v, const char *name)
     switch (v.kind) {
     case JV_STR: return in_table(STR_METHODS, name);
     case JV_DICT: return !v.u.d->is_namespace && (in_table(DICT_METHODS, name) || in_table(DICT_UNSAFE, name));
-    case JV_LIST: return in_table(LIST_METHODS, name) || in_table(LIST_UNSAFE, name);
+    case JV_LIST: return jinja_is_plain_list(v) && (in_table(LIST_METHODS, name) || in_table(LIST_UNSAFE, name));
     default: return 0;
     }
 }
@@ -569,7 +569,7 @@ jinja_val jinja_call_method(jinja_ctx *c, jinja_val self, const char *m, const j
                 return v;
             return jinja_arg(a, 1, NULL, jinja_none());
         }
-        jinja_val out = jinja_list_new(c->rt, self.u.d->len);
+        jinja_val out = jinja_iter_new(c->rt, self.u.d->len, m[0] == 'k' ? JL_DICT_KEYS : m[0] == 'v' ? JL_DICT_VALUES : JL_DICT_ITEMS);
         if (!strcmp(m, "copy")) {
             jinja_val d = jinja_dict_new(c->rt);
             for (size_t i = 0; i < self.u.d->len; i++)

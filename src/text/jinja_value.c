@@ -176,6 +176,18 @@ jinja_val jinja_list_new(jinja_rt *rt, size_t cap)
     return v;
 }
 
+jinja_val jinja_iter_new(jinja_rt *rt, size_t cap, jinja_list_kind kind)
+{
+    jinja_val v = jinja_list_new(rt, cap);
+    v.u.l->kind = kind;
+    return v;
+}
+
+int jinja_is_plain_list(jinja_val v)
+{
+    return v.kind == JV_LIST && v.u.l->kind == JL_LIST;
+}
+
 void jinja_list_push(jinja_rt *rt, jinja_val list, jinja_val v)
 {
     jinja_list *l = list.u.l;
@@ -261,7 +273,7 @@ int jinja_truthy(jinja_val v)
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
     case JV_STR: return v.u.s->len != 0;
-    case JV_LIST: return v.u.l->len != 0;
+    case JV_LIST: return v.u.l->kind == JL_GENERATOR || v.u.l->kind == JL_REVERSED || v.u.l->len != 0;
     case JV_DICT: return v.u.d->is_namespace || v.u.d->len != 0;
     case JV_FUNC: return 1;
     }
@@ -299,7 +311,9 @@ int jinja_equal(jinja_val a, jinja_val b)
     case JV_STR:
         return a.u.s->len == b.u.s->len && !memcmp(a.u.s->data, b.u.s->data, a.u.s->len);
     case JV_LIST:
-        if (a.u.l->is_tuple != b.u.l->is_tuple || a.u.l->len != b.u.l->len)
+        if (a.u.l->kind == JL_GENERATOR || a.u.l->kind == JL_REVERSED)
+            return a.u.l == b.u.l;
+        if (a.u.l->is_tuple != b.u.l->is_tuple || a.u.l->kind != b.u.l->kind || a.u.l->len != b.u.l->len)
             return 0;
         for (size_t i = 0; i < a.u.l->len; i++)
             if (!jinja_equal(a.u.l->items[i], b.u.l->items[i]))
@@ -337,7 +351,7 @@ int jinja_compare(jinja_rt *rt, jinja_val a, jinja_val b)
             return c;
         return a.u.s->len < b.u.s->len ? -1 : a.u.s->len > b.u.s->len;
     }
-    if (a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->is_tuple == b.u.l->is_tuple) {
+    if (jinja_is_plain_list(a) && jinja_is_plain_list(b) && a.u.l->is_tuple == b.u.l->is_tuple) {
         for (size_t i = 0; i < a.u.l->len && i < b.u.l->len; i++)
             if (!jinja_equal(a.u.l->items[i], b.u.l->items[i]))
                 return jinja_compare(rt, a.u.l->items[i], b.u.l->items[i]);
@@ -355,7 +369,15 @@ const char *jinja_type_name(jinja_val v)
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.u.l->is_tuple ? "tuple" : "list";
+    case JV_LIST:
+        switch (v.u.l->kind) {
+        case JL_GENERATOR: return "generator";
+        case JL_REVERSED: return "list_reverseiterator";
+        case JL_DICT_ITEMS: return "dict_items";
+        case JL_DICT_KEYS: return "dict_keys";
+        case JL_DICT_VALUES: return "dict_values";
+        default: return v.u.l->is_tuple ? "tuple" : "list";
+        }
     case JV_DICT: return v.u.d->is_namespace ? "Namespace" : "dict";
     case JV_FUNC: return "function";
     }
@@ -475,7 +497,11 @@ void jinja_write_repr(jinja_rt *rt, jinja_buf *b, jinja_val v)
 {
     if (v.kind == JV_STR) {
         write_str_repr(rt, b, v.u.s);
+    } else if (v.kind == JV_LIST && (v.u.l->kind == JL_GENERATOR || v.u.l->kind == JL_REVERSED)) {
+        jinja_buf_printf(rt, b, "<%s object>", jinja_type_name(v));
     } else if (v.kind == JV_LIST) {
+        if (v.u.l->kind != JL_LIST)
+            jinja_buf_printf(rt, b, "%s(", jinja_type_name(v));
         jinja_buf_puts(rt, b, v.u.l->is_tuple ? "(" : "[");
         for (size_t i = 0; i < v.u.l->len; i++) {
             if (i)
@@ -485,6 +511,8 @@ void jinja_write_repr(jinja_rt *rt, jinja_buf *b, jinja_val v)
         if (v.u.l->is_tuple && v.u.l->len == 1)
             jinja_buf_puts(rt, b, ",");
         jinja_buf_puts(rt, b, v.u.l->is_tuple ? ")" : "]");
+        if (v.u.l->kind != JL_LIST)
+            jinja_buf_puts(rt, b, ")");
     } else if (v.kind == JV_DICT) {
         jinja_buf_puts(rt, b, v.u.d->is_namespace ? "<Namespace {" : "{");
         for (size_t i = 0; i < v.u.d->len; i++) {

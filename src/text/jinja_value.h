@@ -35,6 +35,7 @@ typedef enum {
 
 typedef struct jinja_str {
     size_t len;               /* bytes, excluding the terminating NUL */
+    int markup;               /* markupsafe.Markup (from |safe or |escape): `+` escapes plain str operands */
     char data[];
 } jinja_str;
 
@@ -57,10 +58,19 @@ struct jinja_val {
     } u;
 };
 
+/* What Python object a list value stands for. Jinja's select/map/items/...
+ * filters return generators and dict.items() returns a view: they iterate like
+ * lists but have no len(), are not JSON serializable and (generators) are
+ * always true, which templates can observe. */
+typedef enum {
+    JL_LIST, JL_GENERATOR, JL_REVERSED, JL_DICT_ITEMS, JL_DICT_KEYS, JL_DICT_VALUES
+} jinja_list_kind;
+
 struct jinja_list {
     size_t len, cap;
     jinja_val *items;
     int is_tuple;
+    jinja_list_kind kind;
 };
 
 struct jinja_dict {
@@ -95,6 +105,9 @@ jinja_val jinja_float(double f);
 jinja_val jinja_str_new(jinja_rt *rt, const char *s, size_t n);
 jinja_val jinja_cstr(jinja_rt *rt, const char *s);
 jinja_val jinja_list_new(jinja_rt *rt, size_t cap);
+/* A list standing for another iterable (see jinja_list_kind). */
+jinja_val jinja_iter_new(jinja_rt *rt, size_t cap, jinja_list_kind kind);
+int jinja_is_plain_list(jinja_val v);   /* a list or tuple, not a generator or view */
 void jinja_list_push(jinja_rt *rt, jinja_val list, jinja_val v);
 jinja_val jinja_dict_new(jinja_rt *rt);
 void jinja_dict_set(jinja_rt *rt, jinja_val dict, jinja_val key, jinja_val v);

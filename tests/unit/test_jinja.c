@@ -103,6 +103,11 @@ static void test_errors_with_lines(void)
     expect_error("{% for a, b in [1] %}{% endfor %}", TERN_E_INVALID, "not iterable");
     expect_error("{{ undefined_thing | tojson }}", TERN_E_INVALID, "not JSON serializable");
     expect_error("{{ 5(1) }}", TERN_E_INVALID, "not callable");
+    /* generators (select, map, ...) have no len() and are not JSON serializable, as in Jinja */
+    expect_error("{{ messages | map(attribute='role') | tojson }}", TERN_E_INVALID, "generator is not JSON serializable");
+    expect_error("{{ messages | selectattr('role') | length }}", TERN_E_INVALID, "has no len()");
+    /* unknown filters inside if branches fail only when reached */
+    expect_error("{% if true %}{{ 1 | from_json }}{% endif %}", TERN_E_INVALID, "no filter named 'from_json'");
 }
 
 static void test_malformed(void)
