@@ -45,6 +45,10 @@ static int downstream(srv_pipe *p, srv_buf *content, srv_buf *reasoning)
 
 int srv_pipe_push(srv_pipe *p, const char *text, size_t len, srv_buf *content, srv_buf *reasoning)
 {
+    if (!p->started && len) {
+        p->started = 1;
+        if (text[0] == ' ') { text++; len--; }
+    }
     srv_buf_clear(&p->stage);
     int hit = srv_stop_push(p->stop, text, len, &p->stage);
     if (hit < 0) return -1;

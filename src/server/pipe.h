@@ -14,6 +14,7 @@
 #include "server/toolcall.h"
 
 typedef struct {
+    int        started;    /* some text has passed the first stage */
     srv_stop  *stop;       /* owned */
     int        use_think;
     srv_think  think;
@@ -29,7 +30,8 @@ typedef struct {
 tern_status srv_pipe_init(srv_pipe *p, const char *const *stop, int n_stop, int use_think, int think_inside,
                           int use_tools, const char *prefill);
 void srv_pipe_free(srv_pipe *p);
-/* Appends safe content / reasoning. Returns 1 when a stop string matched
+/* Appends safe content / reasoning. Like mlx_lm's streaming detokenizers,
+ * one space at the very start of the reply is dropped. Returns 1 when a stop string matched
  * (generation should end), 0 otherwise, -1 on OOM. */
 int srv_pipe_push(srv_pipe *p, const char *text, size_t len, srv_buf *content, srv_buf *reasoning);
 /* End of generation: flushes every stage; *calls gets an owned array or NULL.

@@ -218,6 +218,15 @@ static void test_pipe(void)
     srv_buf_free(&c);
     srv_buf_free(&r);
     srv_pipe_free(&p);
+    /* One leading space of the reply is dropped, as mlx_lm's detokenizers do. */
+    CHECK(srv_pipe_init(&p, NULL, 0, 0, 0, 0, NULL) == TERN_OK);
+    srv_buf_init(&c);
+    srv_buf_init(&r);
+    CHECK(srv_pipe_push(&p, "", 0, &c, &r) == 0 && srv_pipe_push(&p, "  x", 3, &c, &r) == 0);
+    CHECK(srv_pipe_push(&p, " y", 2, &c, &r) == 0 && !strcmp(srv_buf_str(&c), " x y"));
+    srv_buf_free(&c);
+    srv_buf_free(&r);
+    srv_pipe_free(&p);
     /* A closed call in the prefill seeds nothing. */
     CHECK(srv_pipe_init(&p, NULL, 0, 0, 0, 1, "<tool_call>{}</tool_call>") == TERN_OK && !p.tools.capturing);
     srv_pipe_free(&p);
