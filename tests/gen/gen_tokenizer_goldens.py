@@ -176,7 +176,7 @@ def build_corpus():
 def tiny_tokenizers(lines):
     """Small tokenizers trained on the corpus, one per component family."""
     from tokenizers import Tokenizer, models, normalizers as N, pre_tokenizers as P, decoders as D, processors as R
-    from tokenizers import trainers, AddedToken
+    from tokenizers import trainers, AddedToken, Regex
     text = [l for l in lines if len(l) < 2000]
     made = {}
 
@@ -213,7 +213,7 @@ def tiny_tokenizers(lines):
     t = Tokenizer(models.BPE(unk_token="<unk>"))
     t.normalizer = N.NFD()
     t.pre_tokenizer = P.Sequence([P.Split(" ", "merged_with_previous"), P.Metaspace(prepend_scheme="first"),
-                                  P.Split(P.__dict__.get("Regex", None) or __import__("tokenizers").Regex(r"\d+"), "contiguous"),
+                                  P.Split(Regex(r"\d+"), "contiguous", invert=True),
                                   P.Digits(individual_digits=False)])
     t.decoder = D.Metaspace(prepend_scheme="first")
     tr = trainers.BpeTrainer(vocab_size=900, special_tokens=["<unk>", "<sep>"], show_progress=False)
@@ -222,7 +222,7 @@ def tiny_tokenizers(lines):
 
     # ByteLevel with add_prefix_space and its regex, NFKD, Roberta post-processor, normalized added token.
     t = Tokenizer(models.BPE())
-    t.normalizer = N.Sequence([N.NFKD(), N.Replace(__import__("tokenizers").Regex(r"\d{3,}"), "#")])
+    t.normalizer = N.Sequence([N.NFKD(), N.Replace(Regex(r"\d{3,}"), "#")])
     t.pre_tokenizer = P.ByteLevel(add_prefix_space=True, use_regex=True)
     t.decoder = D.ByteLevel()
     tr = trainers.BpeTrainer(vocab_size=800, special_tokens=["<s>", "</s>"], initial_alphabet=P.ByteLevel.alphabet(),
@@ -273,7 +273,7 @@ def main():
         t.save(os.path.join(d, "tokenizer.json"))
         toks[name] = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     for name, tok in toks.items():
-        rng = random.Random(hash(name) & 0 or sum(map(ord, name)))
+        rng = random.Random(sum(map(ord, name)))
         rows = []
         for l in lines:
             a = tok.encode(l, add_special_tokens=True).ids
