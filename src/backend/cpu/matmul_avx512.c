@@ -7,9 +7,11 @@
  *   bf16 activations x bf16 weights: one 16-lane accumulator, vdpbf16ps over
  *     k in steps of 32, activations zero-padded to a multiple of 32 and the
  *     weight tail masked to zero;
- * then the 16 lanes are summed by the tree in hsum16. Register tiles of
- * MR rows of x by NR rows of w only decide which elements run side by side,
- * never the arithmetic of one element. */
+ * then the 16 lanes are summed by the tree in hsum16 (or hsum16_x16, the
+ * same additions for 16 accumulators at once). Register tiles (MR rows of
+ * x by NR rows of w for batches, 1 by NRD for a single decode row) only
+ * decide which elements run side by side, never the arithmetic of one
+ * element. */
 #include "backend/cpu/matmul_kern.h"
 
 #include <immintrin.h>
