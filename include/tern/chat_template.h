@@ -17,9 +17,9 @@ typedef struct tern_chat_template tern_chat_template;
 /* Loads the template of a model directory (borrowed path). dir holds
  * chat_template.jinja (wins when present, as in transformers) or
  * tokenizer_config.json with "chat_template": a string, or a list of
- * {name, template} entries of which "default" is used. bos_token, eos_token,
- * pad_token and unk_token are read from tokenizer_config.json (a string or a
- * {"content": ...} object). *out is owned by the caller (tern_chat_template_free).
+ * {name, template} entries of which "default" is used. Every "<x>_token" entry
+ * of tokenizer_config.json (bos_token, eos_token, pad_token, ...; a string or a
+ * {"content": ...} object) becomes a template variable. *out is owned by the caller (tern_chat_template_free).
  * A template that does not parse gives TERN_E_FORMAT with its line and column. */
 tern_status tern_chat_template_load(const char *dir, tern_chat_template **out);
 

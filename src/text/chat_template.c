@@ -10,24 +10,21 @@
 
 #include "text/jinja_interp.h"
 
+enum { MAX_TOKENS = 32 };
+
 struct tern_chat_template {
     jinja_rt rt;              /* owns the syntax tree */
     jinja_node *root;
     char *source;             /* owned */
-    char *tokens[4];          /* owned special tokens (NULL when absent), see TOKEN_NAMES */
+    char *token_names[MAX_TOKENS];   /* owned: "bos_token", "eos_token", ... */
+    char *tokens[MAX_TOKENS];        /* owned values of those names */
+    int ntokens;
     int has_thinking;
     size_t max_output;        /* 0: default */
     unsigned long long max_steps;
 };
 
-static const char *const TOKEN_NAMES[4] = {"bos_token", "eos_token", "pad_token", "unk_token"};
-
 enum { MAX_DEPTH = 400, MAX_STEPS = 10 * 1000 * 1000 };
-
-static char *dup_or_null(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
 
 void tern_chat_template_free(tern_chat_template *t)
 {
@@ -35,12 +32,16 @@ void tern_chat_template_free(tern_chat_template *t)
         return;
     jinja_rt_release(&t->rt);
     free(t->source);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < t->ntokens; i++) {
+        free(t->token_names[i]);
         free(t->tokens[i]);
+    }
     free(t);
 }
 
-static tern_status create_with_tokens(const char *source, char *const tokens[4], tern_chat_template **out)
+/* names/values: n special tokens (borrowed), copied into the template. */
+static tern_status create_with_tokens(const char *source, const char *const *names, const char *const *values, int n,
+                                      tern_chat_template **out)
 {
     *out = NULL;
     if (!source)
@@ -49,10 +50,17 @@ static tern_status create_with_tokens(const char *source, char *const tokens[4],
     if (!t)
         return tern_error(TERN_E_NOMEM, "chat template: out of memory");
     t->source = strdup(source);
-    for (int i = 0; i < 4; i++)
-        t->tokens[i] = dup_or_null(tokens[i]);
+    int oom = !t->source;
+    for (int i = 0; i < n && i < MAX_TOKENS; i++) {
+        if (!values[i])
+            continue;
+        t->token_names[t->ntokens] = strdup(names[i]);
+        t->tokens[t->ntokens] = strdup(values[i]);
+        oom |= !t->token_names[t->ntokens] || !t->tokens[t->ntokens];
+        t->ntokens++;
+    }
     jinja_rt_init(&t->rt);
-    if (!t->source) {
+    if (oom) {
         tern_chat_template_free(t);
         return tern_error(TERN_E_NOMEM, "chat template: out of memory");
     }
@@ -80,8 +88,8 @@ static tern_status create_with_tokens(const char *source, char *const tokens[4],
 tern_status tern_chat_template_create(const char *source, const char *bos_token, const char *eos_token,
                                       tern_chat_template **out)
 {
-    char *tokens[4] = {(char *)bos_token, (char *)eos_token, NULL, NULL};
-    return create_with_tokens(source, tokens, out);
+    const char *names[2] = {"bos_token", "eos_token"}, *values[2] = {bos_token, eos_token};
+    return create_with_tokens(source, names, values, 2, out);
 }
 
 void tern_chat_template_set_limits(tern_chat_template *t, size_t max_output, unsigned long long max_steps)
@@ -163,9 +171,21 @@ tern_status tern_chat_template_load(const char *dir, tern_chat_template **out)
     } else if (!missing) {
         return tern_error(TERN_E_IO, "%s: cannot read", path);
     }
-    char *tokens[4] = {0};
-    for (int i = 0; i < 4 && cfg; i++)
-        tokens[i] = (char *)token_string(json_object_get(cfg, TOKEN_NAMES[i]));
+    /* Every "<x>_token" entry with a string value: transformers passes the
+     * tokenizer's special tokens (bos, eos, pad, unk, extra ones) to the template. */
+    const char *names[MAX_TOKENS], *values[MAX_TOKENS];
+    int ntok = 0;
+    const char *key;
+    json_t *val;
+    if (cfg)
+        json_object_foreach(cfg, key, val) {
+            size_t kl = strlen(key);
+            const char *v = token_string(val);
+            if (ntok < MAX_TOKENS && v && kl > 6 && !strcmp(key + kl - 6, "_token")) {
+                names[ntok] = key;
+                values[ntok++] = v;
+            }
+        }
 
     char jpath[4096];
     snprintf(jpath, sizeof jpath, "%s/chat_template.jinja", dir);
@@ -198,7 +218,7 @@ tern_status tern_chat_template_load(const char *dir, tern_chat_template **out)
         return tern_error(TERN_E_FORMAT, "%s: no chat template (neither chat_template.jinja nor a chat_template "
                                          "entry in tokenizer_config.json)", dir);
     }
-    tern_status st = create_with_tokens(source ? source : from_cfg, tokens, out);
+    tern_status st = create_with_tokens(source ? source : from_cfg, names, values, ntok, out);
     if (st != TERN_OK)
         tern_error_wrap(st, "%s", source ? jpath : path);
     free(source);
@@ -311,9 +331,8 @@ tern_status tern_chat_template_render(const tern_chat_template *t, const char *m
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
         jinja_scope_set(&ctx, ctx.globals, fns[i], global_fn(&ctx, fns[i]));
     jinja_scope *vars = jinja_scope_new(&ctx, ctx.globals);
-    for (int i = 0; i < 4; i++)
-        if (t->tokens[i])
-            jinja_scope_set(&ctx, vars, TOKEN_NAMES[i], jinja_cstr(&rt, t->tokens[i]));
+    for (int i = 0; i < t->ntokens; i++)
+        jinja_scope_set(&ctx, vars, t->token_names[i], jinja_cstr(&rt, t->tokens[i]));
     jinja_scope_set(&ctx, vars, "messages", normalize_messages(&rt, jinja_from_json(&rt, jm)));
     jinja_scope_set(&ctx, vars, "tools", jt ? jinja_from_json(&rt, jt) : jinja_none());
     jinja_scope_set(&ctx, vars, "documents", jinja_none());
