@@ -11,13 +11,13 @@ static void usage(FILE *f)
     fprintf(f, "usage: tern template --model DIR --messages FILE.json [--tools FILE.json]\n"
                "                     [--no-generation-prompt] [--kwargs JSON]\n"
                "Renders DIR's chat template (chat_template.jinja or tokenizer_config.json) with the\n"
-               "messages of FILE.json (a JSON array) and prints the prompt. --kwargs passes extra\n"
+               "messages of FILE.json (a JSON array; - reads stdin) and prints the prompt. --kwargs passes extra\n"
                "template variables as a JSON object, e.g. '{\"enable_thinking\": false}'.\n");
 }
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
         return NULL;
     size_t cap = 4096, len = 0;
@@ -36,7 +36,8 @@ static char *slurp(const char *path)
             cap *= 2;
         }
     }
-    fclose(f);
+    if (f != stdin)
+        fclose(f);
     if (buf)
         buf[len] = 0;
     return buf;

@@ -297,6 +297,10 @@ tern_status tern_chat_template_render(const tern_chat_template *t, const char *m
         json_decref(jm);
         return tern_error(TERN_E_INVALID, "chat template: cannot apply a chat template to an empty conversation");
     }
+    if (tools_json && !strcmp(tools_json, "null"))   /* JSON null: no tools, as None in Python */
+        tools_json = NULL;
+    if (kwargs_json && !strcmp(kwargs_json, "null"))
+        kwargs_json = NULL;
     if (tools_json && !(jt = parse_json(tools_json, "tools", JSON_ARRAY, &st))) {
         json_decref(jm);
         return st;

@@ -125,3 +125,13 @@ def test_bad_inputs(tern_bin, tmp_path):
     assert proc.returncode == 1
     proc = subprocess.run([tern_bin, "template", "--model", str(model_dir)], capture_output=True, timeout=30)
     assert proc.returncode == 2
+
+
+def test_messages_from_stdin_and_null_kwargs(tern_bin):
+    model_dir = SHARED / "models" / "tern-demo-code-17m"
+    if not model_dir.exists():
+        pytest.skip("demo model missing")
+    proc = subprocess.run([tern_bin, "template", "--model", str(model_dir), "--messages", "-", "--kwargs", "null",
+                           "--no-generation-prompt"],
+                          input=b'[{"role": "user", "content": "hey"}]', capture_output=True, timeout=30)
+    assert proc.returncode == 0 and proc.stdout == b"<|im_start|>user\nhey<|im_end|>\n"
