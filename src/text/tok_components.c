@@ -143,7 +143,7 @@ static tern_status replacement_of(const json_t *j, const char *what, char *buf, 
 }
 
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define WORD_RE "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]+|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}\\s]+"
+#define WORD_RE "\\w+|[^\\w\\s]+"
 
 static tern_status pretok_build(const json_t *j, tok_pretok *pt)
 {

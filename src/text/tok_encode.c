@@ -35,7 +35,8 @@ static int is_word_char(uint32_t c)
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
     return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
            (k >= UTF8PROC_CATEGORY_MN && k <= UTF8PROC_CATEGORY_ME) ||
-           k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC;
+           k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC ||
+           (k == UTF8PROC_CATEGORY_CN && (tok_unicode_new_in("Alphabetic", c) || tok_unicode_new_in("M", c)));
 }
 
 static size_t char_before(const char *s, size_t i)

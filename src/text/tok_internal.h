@@ -92,6 +92,12 @@ int tok_is_whitespace(uint32_t cp);   /* Unicode White_Space */
 int tok_is_alnum(uint32_t cp);        /* alphabetic or numeric */
 int tok_is_numeric(uint32_t cp);      /* general category N* */
 int tok_is_punct(uint32_t cp);        /* ASCII punctuation or category P* */
+/* Code points newer than PCRE2's Unicode tables that the reference puts in
+ * property class prop ("L", "N", "Nd", "M", "P", "Alphabetic", ...):
+ * a class body for a pattern (borrowed, "" if none; NULL for an unknown
+ * property) and a membership test (tok_unicode_new.c, generated). */
+const char *tok_unicode_new_class(const char *prop, size_t len);
+int tok_unicode_new_in(const char *prop, uint32_t cp);
 /* GPT-2 byte <-> unicode mapping. */
 const char *tok_bytelevel_char(unsigned char b, int *len);
 int tok_bytelevel_byte(uint32_t cp); /* -1 if cp is not a mapped char */

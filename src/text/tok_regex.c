@@ -1,14 +1,45 @@
 /* Regular expressions for the tokenizer, on PCRE2 with UTF + UCP and the JIT.
  *
- * The reference engine (Oniguruma) reads \s as the Unicode White_Space
- * property, while PCRE2's \s also takes U+180E; \s is therefore rewritten to
- * an explicit class before compiling. */
+ * Patterns are rewritten before compiling so that classes mean what they mean
+ * in the reference engine (Oniguruma, Unicode 16):
+ *   \s        the White_Space property (PCRE2's \s also takes U+180E);
+ *   \w, \d    Alphabetic|M|Nd|Pc and Nd (PCRE2's \w is L|N|_);
+ *   \p{X}     X plus the code points PCRE2 10.42 (Unicode 14) does not know
+ *             yet but the reference puts in X (tok_unicode_new.c). */
 #include "text/tok_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define WS_BODY "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+/* Appends a class body (in_class) or a bracketed class for property text
+ * `prop` (e.g. "\\p{L}") plus its newer code points. */
+static tern_status put_class(tok_buf *b, int in_class, int negate, const char *body, const char *extra)
+{
+    tern_status st = TERN_OK;
+    if (!in_class) st = tok_buf_put(b, negate ? "[^" : "[", negate ? 2 : 1);
+    if (!st) st = tok_buf_put(b, body, strlen(body));
+    if (!st && extra) st = tok_buf_put(b, extra, strlen(extra));
+    if (!st && !in_class) st = tok_buf_putc(b, ']');
+    return st;
+}
+
+static tern_status put_word(tok_buf *b, int in_class, int negate)
+{
+    tern_status st = TERN_OK;
+    if (!in_class) st = tok_buf_put(b, negate ? "[^" : "[", negate ? 2 : 1);
+    const char *props[] = {"Alphabetic", "M", "Nd", "Pc"};
+    for (int i = 0; i < 4 && !st; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "\\p{%s}", props[i]);
+        st = put_class(b, 1, 0, p, tok_unicode_new_class(props[i], strlen(props[i])));
+    }
+    if (!st) st = tok_buf_put(b, "\\x{200C}\\x{200D}", 16);
+    if (!st && !in_class) st = tok_buf_putc(b, ']');
+    return st;
+}
 
 pcre2_code *tok_regex_compile(const char *pat, size_t len)
 {
@@ -19,9 +50,35 @@ pcre2_code *tok_regex_compile(const char *pat, size_t len)
         char c = pat[i];
         if (c == '\\' && i + 1 < len) {
             char e = pat[i + 1];
-            if (e == 's') st = tok_buf_put(&b, in_class ? WS_BODY : "[" WS_BODY "]",
-                                           strlen(in_class ? WS_BODY : "[" WS_BODY "]"));
-            else if (e == 'S' && !in_class) st = tok_buf_put(&b, "[^" WS_BODY "]", strlen("[^" WS_BODY "]"));
+            if (e == 's') st = put_class(&b, in_class, 0, WS_BODY, NULL);
+            else if (e == 'S' && !in_class) st = put_class(&b, 0, 1, WS_BODY, NULL);
+            else if (e == 'w') st = put_word(&b, in_class, 0);
+            else if (e == 'W' && !in_class) st = put_word(&b, 0, 1);
+            else if (e == 'd') st = put_class(&b, in_class, 0, "\\p{Nd}", tok_unicode_new_class("Nd", 2));
+            else if (e == 'D' && !in_class) st = put_class(&b, 0, 1, "\\p{Nd}", tok_unicode_new_class("Nd", 2));
+            else if ((e == 'p' || (e == 'P' && !in_class)) && i + 2 < len) {
+                /* \pX or \p{Name} */
+                size_t nb = i + 2, ne;
+                if (pat[nb] == '{') {
+                    ne = nb + 1;
+                    while (ne < len && pat[ne] != '}') ne++;
+                    if (ne >= len) { st = tok_buf_put(&b, pat + i, 2); i++; continue; }
+                    nb++;
+                } else {
+                    ne = nb + 1;
+                }
+                const char *extra = tok_unicode_new_class(pat + nb, ne - nb);
+                size_t end = pat[i + 2] == '{' ? ne + 1 : ne;
+                char body[64];
+                if (extra && end - i < sizeof body) {
+                    snprintf(body, sizeof body, "\\p%.*s", (int)(end - i - 2), pat + i + 2);
+                    st = put_class(&b, in_class, e == 'P', body, extra);
+                } else {
+                    st = tok_buf_put(&b, pat + i, end - i);
+                }
+                i = end - 1;
+                continue;
+            }
             else st = tok_buf_put(&b, pat + i, 2);
             i++;
             continue;

@@ -93,13 +93,15 @@ int tok_is_whitespace(uint32_t c)
 int tok_is_numeric(uint32_t c)
 {
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+    return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO ||
+           (k == UTF8PROC_CATEGORY_CN && tok_unicode_new_in("N", c));
 }
 
 int tok_is_alnum(uint32_t c)
 {
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || tok_is_numeric(c);
+    return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || tok_is_numeric(c) ||
+           (k == UTF8PROC_CATEGORY_CN && tok_unicode_new_in("L", c));
 }
 
 int tok_is_punct(uint32_t c)
@@ -108,7 +110,8 @@ int tok_is_punct(uint32_t c)
         return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
                (c >= 0x7B && c <= 0x7E);
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+    return (k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO) ||
+           (k == UTF8PROC_CATEGORY_CN && tok_unicode_new_in("P", c));
 }
 
 /* GPT-2 map: printable Latin-1 bytes stand for themselves, the other 68 bytes
