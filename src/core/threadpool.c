@@ -3,22 +3,44 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
-/* Workers sleep on a condition variable between jobs; within a job, tasks
- * are claimed with an atomic counter so uneven tasks balance themselves. */
+/* Jobs are published by bumping an atomic generation counter. Workers spin
+ * on it for a short while after each job (a decode step issues hundreds of
+ * small jobs, and a condition-variable wake-up costs ~10 us each) and only
+ * then sleep on the condition variable. Within a job, tasks are claimed with
+ * an atomic counter so uneven tasks balance themselves. */
 struct tern_pool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    unsigned long generation;   /* bumped per job, under mu */
-    int quit;
-    int active;                 /* workers still inside the current job */
+    atomic_ulong generation;    /* bumped per job */
+    atomic_int quit;
+    atomic_int active;          /* workers still inside the current job */
+    atomic_int sleepers;        /* workers blocked (or about to block) on wake */
     tern_pool_fn fn;
     void *arg;
     int n_tasks;
     atomic_int next;
 };
+
+/* Spin budget before sleeping, in nanoseconds. */
+enum { SPIN_NS = 200000 };
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 static void run_tasks(tern_pool *p)
 {
@@ -29,23 +51,44 @@ static void run_tasks(tern_pool *p)
     }
 }
 
+/* Waits until generation moves past seen (or quit); returns the new value. */
+static unsigned long wait_job(tern_pool *p, unsigned long seen)
+{
+    long long deadline = 0;
+    for (unsigned spins = 0;; spins++) {
+        unsigned long g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen || atomic_load(&p->quit)) return g;
+        if ((spins & 255) == 255) {
+            long long t = now_ns();
+            if (!deadline) deadline = t + SPIN_NS;
+            else if (t > deadline) break;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->sleepers, 1);
+    unsigned long g;
+    while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit))
+        pthread_cond_wait(&p->wake, &p->mu);
+    atomic_fetch_sub(&p->sleepers, 1);
+    pthread_mutex_unlock(&p->mu);
+    return g;
+}
+
 static void *worker(void *vp)
 {
     tern_pool *p = vp;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        seen = wait_job(p, seen);
+        if (atomic_load(&p->quit)) break;
         run_tasks(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0)
+        if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -79,7 +122,7 @@ void tern_pool_free(tern_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; p->threads && i < p->n_threads - 1; i++)
@@ -103,18 +146,31 @@ void tern_pool_run(tern_pool *p, tern_pool_fn fn, void *arg, int n_tasks)
         for (int i = 0; i < n_tasks; i++) fn(arg, i);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
     p->n_tasks = n_tasks;
-    atomic_store(&p->next, 0);
-    p->active = p->n_threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->active, p->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add(&p->generation, 1); /* seq_cst: ordered before the sleepers check */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
     run_tasks(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->active > 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    long long deadline = 0;
+    for (unsigned spins = 0; atomic_load_explicit(&p->active, memory_order_acquire) > 0; spins++) {
+        if ((spins & 255) == 255) {
+            long long t = now_ns();
+            if (!deadline) deadline = t + SPIN_NS;
+            else if (t > deadline) break;
+        }
+        cpu_relax();
+    }
+    if (atomic_load_explicit(&p->active, memory_order_acquire) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->active) > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }

@@ -17,12 +17,13 @@
 
 typedef struct tern_kv_layer tern_kv_layer;
 
-/* Keys and values of one row in one layer, float32, position-major:
- * k[pos * row_stride + head * head_dim + d]. */
+/* Keys and values of one row in one layer, float32, head-major so that one
+ * head's keys form a contiguous [len, head_dim] matrix:
+ * k[head * head_stride + pos * head_dim + d]. */
 typedef struct {
     const float *k, *v;
     int len;
-    int row_stride;    /* floats between positions = n_kv_heads * head_dim */
+    long head_stride;  /* floats between heads (>= len * head_dim) */
 } tern_kv_view;
 
 typedef struct {

@@ -1,5 +1,6 @@
-/* Plain layout: float32 keys and values, one growable buffer per row.
- * Buffers grow geometrically up to max_len so short requests stay small. */
+/* Plain layout: float32 keys and values, one growable buffer per row, laid
+ * out head-major ([n_kv_heads][cap][head_dim]). Buffers grow geometrically up
+ * to max_len so short requests stay small. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,21 +49,35 @@ static tern_status plain_append(tern_kv_layer *l, int row, int n, const float *k
     if (r->cap < 0) return tern_error(TERN_E_STATE, "kv: row %d is not in use", row);
     if (n > p->max_len - r->len)
         return tern_error(TERN_E_RANGE, "kv: row %d would exceed the context of %d tokens", row, p->max_len);
-    size_t w = (size_t)width(p);
+    size_t hd = (size_t)p->head_dim, H = (size_t)p->n_kv_heads;
     if (r->len + n > r->cap) {
         int cap = r->cap ? r->cap : 256;
         while (cap < r->len + n) cap *= 2;
         if (cap > p->max_len) cap = p->max_len;
-        float *nk = realloc(r->k, (size_t)cap * w * sizeof *nk);
-        if (!nk) return tern_error(TERN_E_NOMEM, "kv: out of memory");
+        float *nk = malloc((size_t)cap * H * hd * sizeof *nk);
+        float *nv = malloc((size_t)cap * H * hd * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return tern_error(TERN_E_NOMEM, "kv: out of memory");
+        }
+        for (size_t h = 0; h < H && r->len; h++) {
+            memcpy(nk + h * cap * hd, r->k + h * r->cap * hd, (size_t)r->len * hd * sizeof *nk);
+            memcpy(nv + h * cap * hd, r->v + h * r->cap * hd, (size_t)r->len * hd * sizeof *nv);
+        }
+        free(r->k);
+        free(r->v);
         r->k = nk;
-        float *nv = realloc(r->v, (size_t)cap * w * sizeof *nv);
-        if (!nv) return tern_error(TERN_E_NOMEM, "kv: out of memory");
         r->v = nv;
         r->cap = cap;
     }
-    memcpy(r->k + (size_t)r->len * w, k, (size_t)n * w * sizeof *k);
-    memcpy(r->v + (size_t)r->len * w, v, (size_t)n * w * sizeof *v);
+    /* k and v arrive token-major [n][H][hd]; scatter them per head. */
+    for (int t = 0; t < n; t++)
+        for (size_t h = 0; h < H; h++) {
+            size_t dst = (h * r->cap + (size_t)(r->len + t)) * hd, src = ((size_t)t * H + h) * hd;
+            memcpy(r->k + dst, k + src, hd * sizeof *k);
+            memcpy(r->v + dst, v + src, hd * sizeof *v);
+        }
     r->len += n;
     return TERN_OK;
 }
@@ -72,7 +87,7 @@ static tern_status plain_view(const tern_kv_layer *l, int row, tern_kv_view *out
     const plain_layer *p = (const plain_layer *)l;
     const plain_row *r = &p->rows[row];
     if (r->cap < 0) return tern_error(TERN_E_STATE, "kv: row %d is not in use", row);
-    *out = (tern_kv_view){r->k, r->v, r->len, width(p)};
+    *out = (tern_kv_view){r->k, r->v, r->len, (long)r->cap * p->head_dim};
     return TERN_OK;
 }
 

@@ -79,21 +79,22 @@ static tern_status matmul(tern_model *m, const float *x, int M, const tern_weigh
     return tern_cpu_matmul(m->pool, m->act_mode, x, M, w->cols, w->data, w->dt, w->rows, y);
 }
 
-static void add_bias(float *y, int M, const tern_weight *b)
+static tern_status add_bias(float *y, int M, const tern_weight *b)
 {
-    if (!b->data) return;
+    if (!b->data) return TERN_OK;
     float *bias = malloc((size_t)b->cols * sizeof *bias);
-    if (!bias) return;
+    if (!bias) return tern_error(TERN_E_NOMEM, "forward: out of memory");
     tern_cpu_to_f32(b->data, b->dt, b->cols, bias);
     for (int r = 0; r < M; r++) tern_cpu_add(y + (long)r * b->cols, bias, b->cols);
     free(bias);
+    return TERN_OK;
 }
 
 static tern_status mlp(tern_model *m, const tern_mlp *w, const float *h, int M, float *g, float *u, float *out)
 {
-    tern_status st;
-    if ((st = matmul(m, h, M, &w->gate, g))) return st;
-    if ((st = matmul(m, h, M, &w->up, u))) return st;
+    tern_mm_out gu[2] = {{w->gate.data, w->gate.dt, w->gate.rows, g}, {w->up.data, w->up.dt, w->up.rows, u}};
+    tern_status st = tern_cpu_matmul_multi(m->pool, m->act_mode, h, M, w->gate.cols, gu, 2);
+    if (st) return st;
     tern_cpu_silu_mul(g, u, (long)M * w->gate.rows);
     return matmul(m, g, M, &w->down, out);
 }
@@ -187,14 +188,12 @@ static tern_status check_batch(const tern_model *m, tern_kv *kv, const tern_batc
     return TERN_OK;
 }
 
-/* Undoes the appends of layers [0, n_layers) after a failure mid-pass. */
-static void rollback(tern_kv *kv, const tern_batch *b, int n_layers)
+
+/* Drops what this pass appended to one layer for batch rows [0, n_rows). */
+static void undo_appends(tern_kv_layer *kl, const tern_batch *b, int n_rows)
 {
-    for (int l = 0; l < n_layers; l++) {
-        tern_kv_layer *kl = tern_kv_layer_at(kv, l);
-        for (int r = 0; r < b->n_rows; r++)
-            if (b->n_tokens[r]) kl->vt->trim(kl, b->rows[r], b->n_tokens[r]);
-    }
+    for (int r = 0; r < n_rows; r++)
+        if (b->n_tokens[r]) kl->vt->trim(kl, b->rows[r], b->n_tokens[r]);
 }
 
 static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch *b, int l, scratch *s)
@@ -204,12 +203,12 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
     int T = s->T, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     tern_status st;
     tern_cpu_rmsnorm(s->x, s->h, T, c->hidden, L->attn_norm.data, L->attn_norm.dt, c->rms_eps);
-    if ((st = matmul(m, s->h, T, &L->wq, s->q))) return st;
-    if ((st = matmul(m, s->h, T, &L->wk, s->k))) return st;
-    if ((st = matmul(m, s->h, T, &L->wv, s->v))) return st;
-    add_bias(s->q, T, &L->bq);
-    add_bias(s->k, T, &L->bk);
-    add_bias(s->v, T, &L->bv);
+    tern_mm_out qkv[3] = {{L->wq.data, L->wq.dt, L->wq.rows, s->q},
+                          {L->wk.data, L->wk.dt, L->wk.rows, s->k},
+                          {L->wv.data, L->wv.dt, L->wv.rows, s->v}};
+    if ((st = tern_cpu_matmul_multi(m->pool, m->act_mode, s->h, T, c->hidden, qkv, 3))) return st;
+    if ((st = add_bias(s->q, T, &L->bq)) || (st = add_bias(s->k, T, &L->bk)) || (st = add_bias(s->v, T, &L->bv)))
+        return st;
     if (c->qk_norm) {
         tern_cpu_rmsnorm(s->q, s->q, T * c->n_heads, hd, L->q_norm.data, L->q_norm.dt, c->rms_eps);
         tern_cpu_rmsnorm(s->k, s->k, T * c->n_kv_heads, hd, L->k_norm.data, L->k_norm.dt, c->rms_eps);
@@ -224,20 +223,26 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
         int n = b->n_tokens[r];
         if (n) {
             if ((st = kl->vt->append(kl, b->rows[r], n, s->k + (long)t0 * kvd, s->v + (long)t0 * kvd))) {
-                for (int q = 0; q < r; q++)
-                    if (b->n_tokens[q]) kl->vt->trim(kl, b->rows[q], b->n_tokens[q]);
+                undo_appends(kl, b, r);
                 return st;
             }
             rows[nr].q = s->q + (long)t0 * qd;
             rows[nr].out = s->att + (long)t0 * qd;
             rows[nr].n_q = n;
-            if ((st = kl->vt->view(kl, b->rows[r], &rows[nr].kv))) return st;
+            if ((st = kl->vt->view(kl, b->rows[r], &rows[nr].kv))) {
+                undo_appends(kl, b, r + 1);
+                return st;
+            }
             nr++;
         }
         t0 += n;
     }
-    tern_cpu_attention(m->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
-    if ((st = matmul(m, s->att, T, &L->wo, s->h))) return st;
+    st = tern_cpu_attention(m->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
+    if (!st) st = matmul(m, s->att, T, &L->wo, s->h);
+    if (st) {
+        undo_appends(kl, b, b->n_rows);
+        return st;
+    }
     tern_cpu_add(s->x, s->h, (long)T * c->hidden);
     return TERN_OK;
 }
@@ -296,7 +301,8 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
     }
     if (!st) st = head(m, b, &s, logits, hidden);
     if (st) {
-        rollback(kv, b, l);
+        /* Layers [0, l) hold this pass's keys and values; take them back. */
+        for (int i = 0; i < l; i++) undo_appends(tern_kv_layer_at(kv, i), b, b->n_rows);
     } else {
         for (int r = 0; r < b->n_rows; r++) tern_kv_advance(kv, b->rows[r], b->n_tokens[r]);
     }

@@ -4,6 +4,7 @@
 
 #include "core/threadpool.h"
 #include "kv/kv.h"
+#include "tern/status.h"
 
 typedef struct {
     const float *q;        /* [n_q, n_heads*head_dim], borrowed */
@@ -13,8 +14,9 @@ typedef struct {
 } tern_attn_row;
 
 /* Runs attention for every row (one sequence each) over the pool; each
- * (row, head, query) is computed the same way whatever the batch. */
-void tern_cpu_attention(tern_pool *pool, const tern_attn_row *rows, int n_rows, int n_heads,
+ * (row, head, query) is computed the same way whatever the batch.
+ * TERN_E_NOMEM when scratch memory cannot be had. */
+tern_status tern_cpu_attention(tern_pool *pool, const tern_attn_row *rows, int n_rows, int n_heads,
                         int n_kv_heads, int head_dim, float scale);
 
 #endif
