@@ -135,6 +135,12 @@ def build_corpus():
     add("<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>")
     add("<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>")
     add("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
+    # added-token flags of the tiny tokenizers: lstrip, rstrip, single_word, normalized
+    for s in ["a [LS] b", "x   [LS]", "[LS]", "  [LS]  [LS]", "[RS]   y", "q [RS]\n\tz", "[RS][RS] [LS][LS]",
+              "the word is", "swordfish word, words word_ word1 (word) word", "word", " word ",
+              "<mask>  z  <mask>", " <mask> ", "hello world", "Hello World hello  world", " tab\ttab  tab",
+              "<sep> x<sep>y <sep>", "Hello", "sayHello Hello!"]:
+        add(s)
     # source code
     libdir = sysconfig.get_paths()["stdlib"]
     for mod in ["textwrap.py", "json/encoder.py", "colorsys.py", "bisect.py", "fnmatch.py"]:
