@@ -7,6 +7,7 @@
 #include "tern/tokenizer.h"
 #include "text/tok_internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,6 +190,40 @@ static void test_lossy(void)
     CHECK(!tok_utf8_valid("\xED\xA0\x80", 3));                         /* surrogate */
 }
 
+/* A loaded tokenizer is shared read-only by threads. */
+typedef struct { const tern_tokenizer *t; int ok; } thread_arg;
+
+static void *encode_many(void *p)
+{
+    thread_arg *a = p;
+    a->ok = 1;
+    for (int r = 0; r < 200 && a->ok; r++) {
+        a->ok = ids_are(a->t, "abc aaa x \xC3\xBC", 1,
+                        (int32_t[]){1, 259, 265, 266, 269, 259, 123, 259, 3 + 0xC3, 3 + 0xBC}, 10);
+        char *s = NULL;
+        a->ok = a->ok && !tern_tokenizer_decode(a->t, (int32_t[]){259, 265}, 2, 0, &s) && !strcmp(s, "abc");
+        free(s);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    tern_tokenizer *t = NULL;
+    if (tern_tokenizer_load(HANDMADE, &t)) return;
+    pthread_t th[4];
+    thread_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (thread_arg){t, 0};
+        pthread_create(&th[i], NULL, encode_many, &a[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(a[i].ok);
+    }
+    tern_tokenizer_free(t);
+}
+
 static void test_real(void)
 {
     char dir[512];
@@ -213,6 +248,7 @@ int main(void)
     test_normalizers();
     test_regex_split();
     test_lossy();
+    test_threads();
     test_real();
     return check_summary("tokenizer");
 }
