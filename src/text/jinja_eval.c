@@ -184,7 +184,7 @@ static jinja_val eval_slice(jinja_ctx *c, jinja_val obj, jinja_val vs, jinja_val
     if (obj.kind == JV_UNDEF)
         fail_undefined(c, obj);
     if (obj.kind == JV_LIST && !jinja_is_plain_list(obj))
-        return jinja_undef(undef_msg(c, "'%s' object is not subscriptable", jinja_type_name(obj), ""));
+        jinja_fail(c->rt, "'%s' object is not subscriptable", jinja_type_name(obj));
     if (obj.kind == JV_LIST) {
         slice_indices(c, vs, ve, vt, (int64_t)obj.u.l->len, &a, &b, &st);
         jinja_val out = jinja_list_new(c->rt, 0);
@@ -221,6 +221,9 @@ static jinja_val eval_slice(jinja_ctx *c, jinja_val obj, jinja_val vs, jinja_val
         }
         return jinja_buf_to_str(c->rt, &out);
     }
+    /* Jinja compiles a slice to a plain Python subscript: no undefined fallback */
+    if (obj.kind == JV_DICT && !obj.u.d->is_namespace)
+        jinja_fail(c->rt, "unhashable type: 'slice'");
     jinja_fail(c->rt, "'%s' object is not subscriptable", jinja_type_name(obj));
 }
 
@@ -284,6 +287,8 @@ static int contains(jinja_ctx *c, jinja_val container, jinja_val item)
                 return 1;
         return 0;
     case JV_DICT:
+        if ((item.kind == JV_LIST && !item.u.l->is_tuple) || item.kind == JV_DICT)
+            jinja_fail(c->rt, "unhashable type: '%s'", jinja_type_name(item));
         if (!container.u.d->is_namespace)
             return jinja_dict_get(container, item, &dummy);
         break;
@@ -319,46 +324,6 @@ static jinja_val repeat(jinja_ctx *c, jinja_val seq, int64_t times)
             jinja_list_push(c->rt, out, seq.u.l->items[k]);
     }
     return out;
-}
-
-static jinja_val str_format(jinja_ctx *c, jinja_val fmt, jinja_val args)
-{
-    jinja_val list = args;
-    if (!(jinja_is_plain_list(args) && args.u.l->is_tuple)) {
-        list = jinja_list_new(c->rt, 1);
-        jinja_list_push(c->rt, list, args);
-    }
-    size_t used = 0;
-    jinja_buf b = {0};
-    const char *s = fmt.u.s->data;
-    for (size_t i = 0; i < fmt.u.s->len; i++) {
-        if (s[i] != '%') {
-            jinja_buf_put(c->rt, &b, s + i, 1);
-            continue;
-        }
-        char conv = i + 1 < fmt.u.s->len ? s[++i] : 0;
-        if (conv == '%') {
-            jinja_buf_put(c->rt, &b, "%", 1);
-            continue;
-        }
-        if (!strchr("sdir", conv) || !conv)
-            jinja_fail(c->rt, "unsupported format character in '%%' formatting");
-        if (used >= list.u.l->len)
-            jinja_fail(c->rt, "not enough arguments for format string");
-        jinja_val a = list.u.l->items[used++];
-        if (conv == 'r') {
-            jinja_write_repr(c->rt, &b, a);
-        } else if (conv == 's') {
-            jinja_write_str(c->rt, &b, a);
-        } else {
-            if (!jinja_is_number(a))
-                jinja_fail(c->rt, "%%d format: a real number is required, not %s", jinja_type_name(a));
-            jinja_buf_printf(c->rt, &b, "%lld", (long long)(a.kind == JV_FLOAT ? (int64_t)a.u.f : ival(a)));
-        }
-    }
-    if (used < list.u.l->len)
-        jinja_fail(c->rt, "not all arguments converted during string formatting");
-    return jinja_buf_to_str(c->rt, &b);
 }
 
 jinja_val jinja_binop(jinja_ctx *c, int op, jinja_val a, jinja_val b)
@@ -429,7 +394,7 @@ jinja_val jinja_binop(jinja_ctx *c, int op, jinja_val a, jinja_val b)
     case JOP_FLOORDIV:
     case JOP_MOD:
         if (a.kind == JV_STR && op == JOP_MOD)
-            return str_format(c, a, b);
+            return jinja_percent_format(c, a, b);
         if (!nums)
             bad_operands(c, op == JOP_MOD ? "%" : "//", a, b);
         if (jinja_as_double(b) == 0.0)

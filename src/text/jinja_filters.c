@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 typedef jinja_val (*filter_fn)(jinja_ctx *c, jinja_val v, const jinja_args *a);
 
@@ -237,6 +238,8 @@ static jinja_val f_int(jinja_ctx *c, jinja_val v, const jinja_args *a)
     jinja_val dflt = jinja_arg(a, 0, "default", jinja_int(0));
     jinja_val basev = jinja_arg(a, 1, "base", jinja_int(10));
     int base = basev.kind == JV_INT ? (int)basev.u.i : 10;
+    if (v.kind == JV_UNDEF)   /* int(Undefined) raises in Jinja */
+        jinja_fail(c->rt, "%s", v.u.undef_name ? v.u.undef_name : "value is undefined");
     if (v.kind == JV_INT)
         return v;
     if (v.kind == JV_BOOL)
@@ -257,6 +260,8 @@ static jinja_val f_int(jinja_ctx *c, jinja_val v, const jinja_args *a)
 static jinja_val f_float(jinja_ctx *c, jinja_val v, const jinja_args *a)
 {
     jinja_val dflt = jinja_arg(a, 0, "default", jinja_float(0.0));
+    if (v.kind == JV_UNDEF)
+        jinja_fail(c->rt, "%s", v.u.undef_name ? v.u.undef_name : "value is undefined");
     if (jinja_is_number(v))
         return jinja_float(jinja_as_double(v));
     if (v.kind == JV_STR) {
@@ -468,7 +473,7 @@ static jinja_val f_indent(jinja_ctx *c, jinja_val v, const jinja_args *a)
     } else {
         jinja_fail(c->rt, "indent: width must be an integer or a string");
     }
-    jinja_val s = jinja_binop(c, JOP_ADD, jinja_to_str(c->rt, v), jinja_cstr(c->rt, "\n"));
+    jinja_val s = jinja_binop(c, JOP_ADD, v, jinja_cstr(c->rt, "\n"));   /* non-str input fails, as in Jinja */
     jinja_args none_args = {0};
     jinja_val lines = jinja_call_method(c, s, "splitlines", &none_args);
     jinja_buf b = {0};
@@ -559,10 +564,22 @@ static jinja_val f_center(jinja_ctx *c, jinja_val v, const jinja_args *a)
     return jinja_call_method(c, jinja_to_str(c->rt, v), "center", &pa);
 }
 
+/* Jinja counts matches of \w+ (letters, digits, underscore; Unicode-aware). */
 static jinja_val f_wordcount(jinja_ctx *c, jinja_val v, const jinja_args *a)
 {
-    jinja_args none_args = {0};
-    return jinja_int((int64_t)jinja_call_method(c, jinja_to_str(c->rt, v), "split", &none_args).u.l->len);
+    v = jinja_to_str(c->rt, v);
+    int64_t words = 0;
+    int in_word = 0;
+    for (size_t i = 0; i < v.u.s->len;) {
+        int32_t cp;
+        i += jinja_utf8_decode(v.u.s->data + i, v.u.s->len - i, &cp);
+        utf8proc_category_t k = utf8proc_category(cp);
+        int w = cp == '_' || (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
+                (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
+        words += w && !in_word;
+        in_word = w;
+    }
+    return jinja_int(words);
 }
 
 static jinja_val f_attr(jinja_ctx *c, jinja_val v, const jinja_args *a)

@@ -89,6 +89,9 @@ jinja_val jinja_str_strip(jinja_ctx *c, jinja_val s, jinja_val chars, int left, 
 jinja_val jinja_str_replace(jinja_ctx *c, jinja_val s, jinja_val old, jinja_val repl, int64_t count);
 jinja_val jinja_str_case(jinja_ctx *c, jinja_val s, int mode);  /* 0 lower, 1 upper, 2 title, 3 capitalize */
 int64_t jinja_len(jinja_ctx *c, jinja_val v);
+/* Python's str % args (printf style, %(key)s with a mapping) and str.format(). */
+jinja_val jinja_percent_format(jinja_ctx *c, jinja_val fmt, jinja_val args);
+jinja_val jinja_brace_format(jinja_ctx *c, jinja_val fmt, const jinja_args *a);
 /* markupsafe.escape: a Markup string of v with & < > ' " escaped (Markup stays as is). */
 jinja_val jinja_html_escape(jinja_ctx *c, jinja_val v);
 

@@ -336,59 +336,6 @@ static int case_test(jinja_val s, int upper)
     return cased;
 }
 
-/* "{} {0} {name}".format(...) without format specifications. */
-static jinja_val str_format_method(jinja_ctx *c, jinja_val s, const jinja_args *a)
-{
-    jinja_buf b = {0};
-    const char *d = s.u.s->data;
-    size_t n = s.u.s->len, auto_index = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (d[i] == '}' && i + 1 < n && d[i + 1] == '}') {
-            jinja_buf_put(c->rt, &b, "}", 1);
-            i++;
-            continue;
-        }
-        if (d[i] != '{') {
-            jinja_buf_put(c->rt, &b, d + i, 1);
-            continue;
-        }
-        if (i + 1 < n && d[i + 1] == '{') {
-            jinja_buf_put(c->rt, &b, "{", 1);
-            i++;
-            continue;
-        }
-        const char *close = memchr(d + i, '}', n - i);
-        if (!close)
-            jinja_fail(c->rt, "single '{' encountered in format string");
-        size_t fl = (size_t)(close - d) - i - 1;
-        const char *field = d + i + 1;
-        if (memchr(field, ':', fl) || memchr(field, '!', fl) || memchr(field, '.', fl) || memchr(field, '[', fl))
-            jinja_fail(c->rt, "format specifications are not supported in str.format");
-        jinja_val v;
-        if (fl == 0) {
-            if (auto_index >= a->npos)
-                jinja_fail(c->rt, "replacement index %zu out of range for positional args tuple", auto_index);
-            v = a->pos[auto_index++];
-        } else if (field[0] >= '0' && field[0] <= '9') {
-            size_t idx = (size_t)strtoul(field, NULL, 10);
-            if (idx >= a->npos)
-                jinja_fail(c->rt, "replacement index %zu out of range for positional args tuple", idx);
-            v = a->pos[idx];
-        } else {
-            size_t k;
-            for (k = 0; k < a->nkw; k++)
-                if (strlen(a->kwnames[k]) == fl && !memcmp(a->kwnames[k], field, fl))
-                    break;
-            if (k == a->nkw)
-                jinja_fail(c->rt, "missing format key '%.*s'", (int)fl, field);
-            v = a->kwvals[k];
-        }
-        jinja_write_str(c->rt, &b, v);
-        i = (size_t)(close - d);
-    }
-    return jinja_buf_to_str(c->rt, &b);
-}
-
 static jinja_val str_join(jinja_ctx *c, jinja_val sep, jinja_val items)
 {
     items = jinja_iterable_list(c, items);
@@ -483,7 +430,7 @@ static jinja_val str_method(jinja_ctx *c, jinja_val s, const char *m, const jinj
         return jinja_int(count_sub(s, a0));
     }
     if (!strcmp(m, "format"))
-        return str_format_method(c, s, a);
+        return jinja_brace_format(c, s, a);
     if (!strcmp(m, "join"))
         return str_join(c, s, a0);
     if (!strcmp(m, "isdigit") || !strcmp(m, "isnumeric") || !strcmp(m, "isdecimal"))
