@@ -41,7 +41,7 @@ typedef struct {
     uint32_t hash;        /* high half of the key's hash | 1; 0 = empty slot */
     int32_t val;
     uint32_t klen;
-    union { char bytes[TOK_INLINE]; const char *ptr; } k;
+    char k[TOK_INLINE];   /* the key, or (longer keys) a borrowed pointer to it */
 } tok_strslot;
 typedef struct {
     tok_strslot *slot;    /* owned, cap entries */

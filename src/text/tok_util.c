@@ -158,9 +158,14 @@ tern_status tok_strmap_init(tok_strmap *m, uint32_t expect)
     return TERN_OK;
 }
 
+_Static_assert(sizeof(tok_strslot) == 32, "two slots per cache line");
+
 static const char *slot_key(const tok_strslot *s)
 {
-    return s->klen <= TOK_INLINE ? s->k.bytes : s->k.ptr;
+    if (s->klen <= TOK_INLINE) return s->k;
+    const char *p;
+    memcpy(&p, s->k, sizeof p);
+    return p;
 }
 
 static int slot_is(const tok_strslot *s, uint32_t hh, const char *k, size_t klen)
@@ -177,8 +182,8 @@ static void strmap_insert(tok_strmap *m, const char *k, uint32_t klen, int32_t v
     }
     tok_strslot *s = &m->slot[i];
     s->hash = hh; s->val = v; s->klen = klen;
-    if (klen <= TOK_INLINE) memcpy(s->k.bytes, k, klen);
-    else s->k.ptr = k;
+    if (klen <= TOK_INLINE) memcpy(s->k, k, klen);
+    else memcpy(s->k, &k, sizeof k);
     m->n++;
 }
 
