@@ -147,7 +147,8 @@ static int key_is(cur *c, const char *key)
            c->s[c->i + k + 1] == '"';
 }
 
-/* Walks the members of the object at c; calls back on each key position. */
+/* Walks the top-level members, enters "model" and records where its "vocab"
+ * and "merges" values lie; stops at the end of the model object. */
 tern_status tok_fast_find(const char *s, size_t len, tok_spans *sp)
 {
     cur c = {s, 0, len};
@@ -158,10 +159,7 @@ tern_status tok_fast_find(const char *s, size_t len, tok_spans *sp)
     tern_status st;
     for (int level = 0;;) {
         ws(&c);
-        if (c.i < c.n && s[c.i] == '}') {
-            if (level == 1) return TERN_OK;  /* end of model: done */
-            return TERN_OK;
-        }
+        if (c.i < c.n && s[c.i] == '}') return TERN_OK;  /* end of the model or of the document */
         int is_model = level == 0 && key_is(&c, "model");
         int is_vocab = level == 1 && key_is(&c, "vocab");
         int is_merges = level == 1 && key_is(&c, "merges");
@@ -182,10 +180,7 @@ tern_status tok_fast_find(const char *s, size_t len, tok_spans *sp)
         if (is_merges) { sp->merges_b = b; sp->merges_e = c.i; sp->found_merges = 1; }
         ws(&c);
         if (c.i < c.n && s[c.i] == ',') { c.i++; continue; }
-        if (c.i < c.n && s[c.i] == '}') {
-            if (level == 1) return TERN_OK;
-            return TERN_OK;
-        }
+        if (c.i < c.n && s[c.i] == '}') return TERN_OK;
         return bad(&c, "expected ',' or '}'");
     }
 }
