@@ -246,6 +246,10 @@ FEATURES = {
     "loop_namespace_multi": "{%- set ns = namespace(found=false, idx=-1) -%}\n{%- for m in messages[::-1] -%}\n  {%- if not ns.found and m.role == 'user' -%}\n    {%- set ns.found = true -%}\n    {%- set ns.idx = messages | length - 1 - loop.index0 -%}\n  {%- endif -%}\n{%- endfor -%}\n{{ ns.idx }} {{ ns.found }}",
     "tool_like": "{%- for tool in tools %}\n{{- tool.function.name }}: {{ tool.function.parameters.properties | items | map('first') | join(', ') }}\n{% endfor %}\n{{- tools[0] | tojson(indent=4) }}",
     "strftime": "{{ strftime_now('%Y') | length }}",
+    "percent_format": "{{ '%5.2f|%-4d|%x|%o|%e|%g|%+d|%05d|%c|%.3s|%r' % (3.14159, 7, 255, 8, 12345.678, 0.0001, 3, 42, 65, 'abcdef', 'q') }} {{ '%(a)s-%(b)d' % {'a': 'x', 'b': 2} }} {{ '%s' % {'k': 1} }} {{ '%x' % -255 }} {{ 'wc: ' ~ ('one two_three, 4.5 é' | wordcount) }}",
+    "scoping_macros": "{% macro f() %}[{{ y }}]{% endmacro %}{% set y = 5 %}{{ f() }}{% set y = 1 %}{% for m in messages %}{% set y = 2 %}{{ f() }}{% endfor %}|{% macro g() %}[{{ m }}]{% endmacro %}{% for m in messages %}{{ g() }}{% endfor %}|{% macro w() %}({{ caller() }}){% endmacro %}{% for m in messages %}{% call w() %}{{ m.role }}{{ loop.index }}{% endcall %}{% endfor %}|{% for m in messages %}{% set c = m.content %}{% if loop.first %}{% set first = c %}{% endif %}{{ first is defined }}{% endfor %}",
+    "generators_markup": "{% if messages | selectattr('role', 'eq', 'nobody') %}gen-true{% endif %}|{{ none | map(attribute='x') | list }}|{{ ('<b>' | safe) + '<i>' }}|{{ '<i>' + ('<b>' | safe) }}|{{ ('<b>' | safe) ~ '<i>' }}|{{ {'a': 1}.items() }}|{% if false %}{{ x | not_a_filter }}{% endif %}ok",
+    "generator_tojson_error": "{{ messages | map(attribute='role') | tojson }}",
     "ints_big": "{{ 2 ** 62 }} {{ 9223372036854775807 }} {{ -9223372036854775807 - 1 }}",
 }
 
