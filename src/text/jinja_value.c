@@ -297,8 +297,21 @@ double jinja_as_double(jinja_val v)
 
 static int64_t as_int(jinja_val v) { return v.kind == JV_BOOL ? v.u.b : v.u.i; }
 
+/* Values nested deeper than this (only a template building them in a loop can)
+ * compare unequal and refuse to print instead of exhausting the C stack. */
+enum { MAX_NESTING = 1000 };
+
+static int equal_at(jinja_val a, jinja_val b, int depth);
+
 int jinja_equal(jinja_val a, jinja_val b)
 {
+    return equal_at(a, b, 0);
+}
+
+static int equal_at(jinja_val a, jinja_val b, int depth)
+{
+    if (depth > MAX_NESTING)
+        return 0;
     if (jinja_is_number(a) && jinja_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT)
             return as_int(a) == as_int(b);
@@ -316,7 +329,7 @@ int jinja_equal(jinja_val a, jinja_val b)
         if (a.u.l->is_tuple != b.u.l->is_tuple || a.u.l->kind != b.u.l->kind || a.u.l->len != b.u.l->len)
             return 0;
         for (size_t i = 0; i < a.u.l->len; i++)
-            if (!jinja_equal(a.u.l->items[i], b.u.l->items[i]))
+            if (!equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1))
                 return 0;
         return 1;
     case JV_DICT:
@@ -326,7 +339,7 @@ int jinja_equal(jinja_val a, jinja_val b)
             return 0;
         for (size_t i = 0; i < a.u.d->len; i++) {
             jinja_val other;
-            if (!jinja_dict_get(b, a.u.d->keys[i], &other) || !jinja_equal(a.u.d->vals[i], other))
+            if (!jinja_dict_get(b, a.u.d->keys[i], &other) || !equal_at(a.u.d->vals[i], other, depth + 1))
                 return 0;
         }
         return 1;
@@ -335,8 +348,17 @@ int jinja_equal(jinja_val a, jinja_val b)
     }
 }
 
+static int compare_at(jinja_rt *rt, jinja_val a, jinja_val b, int depth);
+
 int jinja_compare(jinja_rt *rt, jinja_val a, jinja_val b)
 {
+    return compare_at(rt, a, b, 0);
+}
+
+static int compare_at(jinja_rt *rt, jinja_val a, jinja_val b, int depth)
+{
+    if (depth > MAX_NESTING)
+        jinja_fail(rt, "values nested deeper than %d", MAX_NESTING);
     if (jinja_is_number(a) && jinja_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT)
             return as_int(a) < as_int(b) ? -1 : as_int(a) > as_int(b);
@@ -354,7 +376,7 @@ int jinja_compare(jinja_rt *rt, jinja_val a, jinja_val b)
     if (jinja_is_plain_list(a) && jinja_is_plain_list(b) && a.u.l->is_tuple == b.u.l->is_tuple) {
         for (size_t i = 0; i < a.u.l->len && i < b.u.l->len; i++)
             if (!jinja_equal(a.u.l->items[i], b.u.l->items[i]))
-                return jinja_compare(rt, a.u.l->items[i], b.u.l->items[i]);
+                return compare_at(rt, a.u.l->items[i], b.u.l->items[i], depth + 1);
         return a.u.l->len < b.u.l->len ? -1 : a.u.l->len > b.u.l->len;
     }
     jinja_fail(rt, "'<' not supported between instances of '%s' and '%s'", jinja_type_name(a), jinja_type_name(b));
@@ -493,8 +515,17 @@ static void write_str_repr(jinja_rt *rt, jinja_buf *b, const jinja_str *s)
     jinja_buf_put(rt, b, &q, 1);
 }
 
+static void repr_at(jinja_rt *rt, jinja_buf *b, jinja_val v, int depth);
+
 void jinja_write_repr(jinja_rt *rt, jinja_buf *b, jinja_val v)
 {
+    repr_at(rt, b, v, 0);
+}
+
+static void repr_at(jinja_rt *rt, jinja_buf *b, jinja_val v, int depth)
+{
+    if (depth > MAX_NESTING)
+        jinja_fail(rt, "values nested deeper than %d", MAX_NESTING);
     if (v.kind == JV_STR) {
         write_str_repr(rt, b, v.u.s);
     } else if (v.kind == JV_LIST && (v.u.l->kind == JL_GENERATOR || v.u.l->kind == JL_REVERSED)) {
@@ -506,7 +537,7 @@ void jinja_write_repr(jinja_rt *rt, jinja_buf *b, jinja_val v)
         for (size_t i = 0; i < v.u.l->len; i++) {
             if (i)
                 jinja_buf_puts(rt, b, ", ");
-            jinja_write_repr(rt, b, v.u.l->items[i]);
+            repr_at(rt, b, v.u.l->items[i], depth + 1);
         }
         if (v.u.l->is_tuple && v.u.l->len == 1)
             jinja_buf_puts(rt, b, ",");
@@ -518,9 +549,9 @@ void jinja_write_repr(jinja_rt *rt, jinja_buf *b, jinja_val v)
         for (size_t i = 0; i < v.u.d->len; i++) {
             if (i)
                 jinja_buf_puts(rt, b, ", ");
-            jinja_write_repr(rt, b, v.u.d->keys[i]);
+            repr_at(rt, b, v.u.d->keys[i], depth + 1);
             jinja_buf_puts(rt, b, ": ");
-            jinja_write_repr(rt, b, v.u.d->vals[i]);
+            repr_at(rt, b, v.u.d->vals[i], depth + 1);
         }
         jinja_buf_puts(rt, b, v.u.d->is_namespace ? "}>" : "}");
     } else if (v.kind == JV_UNDEF) {

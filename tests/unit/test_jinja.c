@@ -140,6 +140,17 @@ static void test_limits(void)
     expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", TERN_E_INVALID,
                  "steps");
     expect_error("{{ range(1000000) | length }}", TERN_E_INVALID, "range too big");
+    /* values nested by a loop: printing, comparing and tojson stop at a depth limit */
+    const char *nest = "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s{{ ns.x }}", nest);
+    expect_error(buf, TERN_E_INVALID, "nested deeper");
+    snprintf(buf, sizeof buf, "%s{{ ns.x < ns.x }}", nest);
+    expect_error(buf, TERN_E_INVALID, "nested deeper");
+    snprintf(buf, sizeof buf, "%s{{ ns.x | tojson }}", nest);
+    expect_error(buf, TERN_E_INVALID, "nested deeper");
+    snprintf(buf, sizeof buf, "%s{{ ns.x == ns.x }}", nest);
+    expect(buf, "False");
     /* deeply nested expressions are refused by the parser, not the C stack */
     size_t n = 5000;
     char *deep = malloc(4 * n + 16);
