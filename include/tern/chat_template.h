@@ -19,8 +19,9 @@ typedef struct tern_chat_template tern_chat_template;
  * tokenizer_config.json with "chat_template": a string, or a list of
  * {name, template} entries of which "default" is used. Every "<x>_token" entry
  * of tokenizer_config.json (bos_token, eos_token, pad_token, ...; a string or a
- * {"content": ...} object) becomes a template variable. *out is owned by the caller (tern_chat_template_free).
- * A template that does not parse gives TERN_E_FORMAT with its line and column. */
+ * {"content": ...} object) becomes a template variable. *out is owned by the
+ * caller (tern_chat_template_free). A template that does not parse gives
+ * TERN_E_FORMAT with its line and column. */
 tern_status tern_chat_template_load(const char *dir, tern_chat_template **out);
 
 /* Parses a template string (borrowed). bos_token / eos_token are borrowed and
@@ -32,8 +33,9 @@ tern_status tern_chat_template_create(const char *source, const char *bos_token,
 void tern_chat_template_free(tern_chat_template *t);
 
 /* Renders (all inputs borrowed). messages_json: JSON array of message objects;
- * tools_json: JSON array or NULL; kwargs_json: JSON object of extra template
- * variables (e.g. {"enable_thinking": false}) or NULL. Messages are normalized
+ * tools_json: JSON array, or NULL / "null" for none (tools is then None);
+ * kwargs_json: JSON object of extra template variables (e.g.
+ * {"enable_thinking": false}), or NULL / "null". Messages are normalized
  * as transformers does (keys whose value is null are dropped; reasoning given as
  * reasoning_content, thinking or reasoning is visible under all of
  * reasoning_content and thinking); an empty conversation is refused, as
