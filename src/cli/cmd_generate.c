@@ -104,6 +104,7 @@ int tern_cmd_generate(int argc, char **argv)
             free(rest);
         }
         fputc('\n', stdout);
+        fflush(stdout);
         fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s\n", stats.prompt_tokens,
                 stats.prompt_tokens / (stats.prefill_seconds > 0 ? stats.prefill_seconds : 1e-9), stats.generated_tokens,
                 stats.generated_tokens > 1 ? (stats.generated_tokens - 1) / stats.decode_seconds : 0.0);
