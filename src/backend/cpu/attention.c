@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/attn_pv.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
-#include "backend/cpu/vec.h"
 
 enum { Q_BLOCK = 16 };
 
@@ -53,16 +53,19 @@ static void attn_task(void *arg, int task)
     if (tern_cpu_matmul(NULL, TERN_ACT_F32, qb, M, hd, K, TERN_DT_F32, klen, s) != TERN_OK) {
         j->failed = 1;
     } else {
-        for (int g = 0; g < group; g++)
+        int lens[Q_BLOCK];
+        for (int t = 0; t < nq; t++) lens[t] = base + q0 + t + 1;
+        for (int g = 0; g < group; g++) {
             for (int t = 0; t < nq; t++) {
                 float *p = s + ((long)g * nq + t) * klen;
-                int len = base + q0 + t + 1;
-                for (int i = 0; i < len; i++) p[i] *= j->scale;
-                tern_cpu_softmax(p, len);
-                float *o = r->out + ((long)(q0 + t) * j->n_heads + kvh * group + g) * hd;
-                memset(o, 0, (size_t)hd * sizeof *o);
-                for (int i = 0; i < len; i++) tern_vec_axpy_f32(o, p[i], V + (long)i * hd, hd);
+                for (int i = 0; i < lens[t]; i++) p[i] *= j->scale;
+                tern_cpu_softmax(p, lens[t]);
             }
+            /* The group's heads are interleaved in out: head g of query t
+             * sits at out[(q0+t)*n_heads + kvh*group + g]. */
+            float *o = r->out + ((long)q0 * j->n_heads + kvh * group + g) * hd;
+            tern_attn_pv(s + (long)g * nq * klen, klen, lens, nq, V, hd, o, (long)j->n_heads * hd);
+        }
     }
     free(qb);
     free(s);

@@ -1,0 +1,27 @@
+#include "backend/cpu/attn_pv.h"
+
+#include <string.h>
+
+#include "backend/cpu/isa.h"
+
+static void pv_portable(const float *p, long ldp, const int *len, int M, const float *V, int hd, float *out,
+                        long ldo)
+{
+    for (int q = 0; q < M; q++) {
+        float *o = out + q * ldo;
+        memset(o, 0, (size_t)hd * sizeof *o);
+        for (int j = 0; j < len[q]; j++) {
+            float w = p[q * ldp + j];
+            const float *v = V + (long)j * hd;
+            for (int d = 0; d < hd; d++) o[d] += w * v[d];
+        }
+    }
+}
+
+void tern_attn_pv(const float *p, long ldp, const int *len, int M, const float *V, int hd, float *out, long ldo)
+{
+    if (tern_cpu_isa_active() == TERN_CPU_ISA_AVX512)
+        tern_attn_pv_avx512(p, ldp, len, M, V, hd, out, ldo);
+    else
+        pv_portable(p, ldp, len, M, V, hd, out, ldo);
+}
