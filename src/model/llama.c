@@ -19,34 +19,39 @@
 #include "model/forward.h"
 #include "model/model_internal.h"
 
-typedef struct {
-    int T;                 /* new tokens in the batch */
+/* Activation buffers for up to cap tokens, reused across passes. */
+typedef struct tern_fwd_ws {
+    int cap;               /* tokens the buffers hold */
+    int T;                 /* new tokens in the current batch */
     int *pos;              /* [T] absolute position of each token */
     float *x, *h;          /* [T, H] residual stream, normed copy */
     float *q, *k, *v, *att;/* [T, qd], [T, kvd], [T, kvd], [T, qd] */
-    float *g, *u;          /* [T, max(ffn, moe_ffn * top_k)] */
+    float *g, *u;          /* [T, max(ffn, moe_ffn)] */
     float *moe_y;          /* moe: [T, top_k, H] */
     float *router;         /* moe: [T, n_experts] */
     int *sel;              /* moe: [T, top_k] expert ids */
     float *sel_w;          /* moe: [T, top_k] weights */
-    int *gather;           /* moe: [T] token ids routed to one expert */
+    int *gather;           /* moe: [T] slots routed to one expert */
     float *gx;             /* moe: [T, H] gathered inputs */
 } scratch;
 
-static void scratch_free(scratch *s)
+void tern_fwd_ws_free(scratch *s)
 {
+    if (!s) return;
     free(s->pos); free(s->x); free(s->h); free(s->q); free(s->k); free(s->v); free(s->att);
     free(s->g); free(s->u); free(s->moe_y); free(s->router); free(s->sel); free(s->sel_w);
     free(s->gather); free(s->gx);
+    free(s);
 }
 
-static tern_status scratch_alloc(const tern_model_config *c, int T, scratch *s)
+static tern_status ws_alloc(const tern_model_config *c, int T, scratch **out)
 {
-    memset(s, 0, sizeof *s);
+    scratch *s = calloc(1, sizeof *s);
+    if (!s) return tern_error(TERN_E_NOMEM, "forward: out of memory");
     size_t t = (size_t)T, H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t f = (size_t)c->ffn > (size_t)c->moe_ffn ? (size_t)c->ffn : (size_t)c->moe_ffn;
-    s->T = T;
+    s->cap = T;
     s->pos = malloc(t * sizeof *s->pos);
     s->x = malloc(t * H * sizeof(float));
     s->h = malloc(t * H * sizeof(float));
@@ -58,6 +63,7 @@ static tern_status scratch_alloc(const tern_model_config *c, int T, scratch *s)
     s->u = malloc(t * f * sizeof(float));
     int ok = s->pos && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
     if (ok && c->arch == TERN_ARCH_QWEN3_MOE) {
+        /* A token picks distinct experts, so one expert gets at most T rows. */
         size_t k = (size_t)c->n_experts_per_tok;
         s->moe_y = malloc(t * k * H * sizeof(float));
         s->router = malloc(t * (size_t)c->n_experts * sizeof(float));
@@ -68,9 +74,26 @@ static tern_status scratch_alloc(const tern_model_config *c, int T, scratch *s)
         ok = s->moe_y && s->router && s->sel && s->sel_w && s->gather && s->gx;
     }
     if (!ok) {
-        scratch_free(s);
+        tern_fwd_ws_free(s);
         return tern_error(TERN_E_NOMEM, "forward: out of memory for %d tokens", T);
     }
+    *out = s;
+    return TERN_OK;
+}
+
+/* Returns the model's workspace grown to hold T tokens (caller holds fwd_lock). */
+static tern_status ws_get(tern_model *m, int T, scratch **out)
+{
+    if (!m->ws || m->ws->cap < T) {
+        int cap = m->ws && m->ws->cap * 2 > T ? m->ws->cap * 2 : T;
+        scratch *s = NULL;
+        tern_status st = ws_alloc(&m->cfg, cap, &s);
+        if (st) return st;
+        tern_fwd_ws_free(m->ws);
+        m->ws = s;
+    }
+    m->ws->T = T;
+    *out = m->ws;
     return TERN_OK;
 }
 
@@ -282,30 +305,34 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
     int T;
     tern_status st = check_batch(m, kv, b, &T);
     if (st || T == 0) return st;
-    scratch s;
-    if ((st = scratch_alloc(c, T, &s))) return st;
+    pthread_mutex_lock(&m->fwd_lock);
+    scratch *s;
+    if ((st = ws_get(m, T, &s))) {
+        pthread_mutex_unlock(&m->fwd_lock);
+        return st;
+    }
     int t = 0;
     for (int r = 0; r < b->n_rows; r++) {
         int off = tern_kv_offset(kv, b->rows[r]);
         for (int i = 0; i < b->n_tokens[r]; i++, t++) {
-            s.pos[t] = off + i;
+            s->pos[t] = off + i;
             const uint8_t *row = (const uint8_t *)m->embed.data +
                                  (size_t)b->tokens[t] * c->hidden * tern_dtype_size(m->embed.dt);
-            tern_cpu_to_f32(row, m->embed.dt, c->hidden, s.x + (long)t * c->hidden);
+            tern_cpu_to_f32(row, m->embed.dt, c->hidden, s->x + (long)t * c->hidden);
         }
     }
     int l = 0;
     for (; l < c->n_layers; l++) {
-        if ((st = attention_block(m, kv, b, l, &s))) break;
-        if ((st = ffn_block(m, l, &s))) { l++; break; }
+        if ((st = attention_block(m, kv, b, l, s))) break;
+        if ((st = ffn_block(m, l, s))) { l++; break; }
     }
-    if (!st) st = head(m, b, &s, logits, hidden);
+    if (!st) st = head(m, b, s, logits, hidden);
     if (st) {
         /* Layers [0, l) hold this pass's keys and values; take them back. */
         for (int i = 0; i < l; i++) undo_appends(tern_kv_layer_at(kv, i), b, b->n_rows);
     } else {
         for (int r = 0; r < b->n_rows; r++) tern_kv_advance(kv, b->rows[r], b->n_tokens[r]);
     }
-    scratch_free(&s);
+    pthread_mutex_unlock(&m->fwd_lock);
     return st;
 }

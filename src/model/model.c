@@ -19,6 +19,7 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     *out = NULL;
     tern_model *m = calloc(1, sizeof *m);
     if (!m) return tern_error(TERN_E_NOMEM, "out of memory");
+    pthread_mutex_init(&m->fwd_lock, NULL);
     tern_status st = tern_model_dir_resolve(path, m->dir, sizeof m->dir);
     if (!st) st = tern_config_load(m->dir, &m->cfg);
     if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
@@ -42,6 +43,8 @@ void tern_model_free(tern_model *m)
     for (int l = 0; m->layers && l < m->cfg.n_layers; l++) free(m->layers[l].experts);
     free(m->layers);
     tern_pool_free(m->pool);
+    tern_fwd_ws_free(m->ws);
+    pthread_mutex_destroy(&m->fwd_lock);
     tern_tensors_close(m->tensors);
     tern_config_clear(&m->cfg);
     free(m);

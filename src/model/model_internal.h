@@ -3,6 +3,8 @@
 #ifndef TERN_MODEL_INTERNAL_H
 #define TERN_MODEL_INTERNAL_H
 
+#include <pthread.h>
+
 #include "backend/cpu/matmul.h"
 #include "core/threadpool.h"
 #include "io/config.h"
@@ -44,7 +46,13 @@ struct tern_model {
     tern_pool *pool;                /* owned */
     tern_act_mode act_mode;
     size_t weight_bytes;            /* every weight tensor bound */
+    /* Activation buffers kept between passes (llama.c); forward passes on
+     * one model run one at a time under fwd_lock, as its pool requires. */
+    pthread_mutex_t fwd_lock;
+    struct tern_fwd_ws *ws;         /* owned */
 };
+
+void tern_fwd_ws_free(struct tern_fwd_ws *ws);
 
 /* Binds the tensors of the llama/qwen family to m->layers (llama_weights.c). */
 tern_status tern_llama_bind_weights(struct tern_model *m);

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/attn_pv.h"
 #include "backend/cpu/isa.h"
+#include "backend/cpu/ops.h"
 #include "check.h"
 
 static float frand(unsigned *s)
@@ -40,6 +41,28 @@ static void run(int M, int hd, int base)
     free(p); free(V); free(out); free(one); free(len);
 }
 
+/* Softmax and the SiLU gate against double precision. */
+static void run_act(int n)
+{
+    unsigned seed = (unsigned)n * 7919u;
+    float *x = malloc((size_t)n * sizeof *x), *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u);
+    double *ref = malloc((size_t)n * sizeof *ref), mx = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = 40.0f * frand(&seed);
+        g[i] = 30.0f * frand(&seed);
+        u[i] = frand(&seed);
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    for (int i = 0; i < n; i++) sum += ref[i] = exp((double)x[i] - mx);
+    tern_cpu_softmax(x, n);
+    for (int i = 0; i < n; i++)
+        CHECK_MSG(fabs(x[i] - ref[i] / sum) <= 2e-6 * (ref[i] / sum) + 1e-30, "softmax n=%d i=%d", n, i);
+    for (int i = 0; i < n; i++) ref[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+    tern_cpu_silu_mul(g, u, n);
+    for (int i = 0; i < n; i++) CHECK_MSG(fabs(g[i] - ref[i]) <= 1e-6 * fabs(ref[i]) + 1e-30, "silu n=%d i=%d", n, i);
+    free(x); free(g); free(u); free(ref);
+}
+
 int main(void)
 {
     for (int isa = 0; isa < TERN_CPU_ISA_COUNT; isa++) {
@@ -49,6 +72,8 @@ int main(void)
         int Ms[] = {1, 2, 3, 4, 5, 9, 16};
         for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
             for (size_t b = 0; b < sizeof Ms / sizeof *Ms; b++) run(Ms[b], hds[a], (int)(a * 3 + b));
+        int ns[] = {1, 15, 16, 17, 100, 513};
+        for (size_t a = 0; a < sizeof ns / sizeof *ns; a++) run_act(ns[a]);
     }
     return check_summary("attention");
 }

@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "backend/cpu/isa.h"
+
 void tern_cpu_to_f32(const void *src, tern_dtype dt, long n, float *dst)
 {
     if (dt == TERN_DT_F32) {
@@ -65,6 +67,10 @@ void tern_cpu_rope(float *x, int n, int n_heads, int head_dim, int rope_dim, con
 
 void tern_cpu_silu_mul(float *g, const float *u, long count)
 {
+    if (tern_cpu_isa_active() == TERN_CPU_ISA_AVX512) {
+        tern_cpu_silu_mul_avx512(g, u, count);
+        return;
+    }
     for (long i = 0; i < count; i++) {
         float a = g[i];
         g[i] = a / (1.0f + expf(-a)) * u[i];
@@ -78,6 +84,10 @@ void tern_cpu_add(float *y, const float *x, long count)
 
 void tern_cpu_softmax(float *x, int n)
 {
+    if (tern_cpu_isa_active() == TERN_CPU_ISA_AVX512) {
+        tern_cpu_softmax_avx512(x, n);
+        return;
+    }
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     float sum = 0.0f;

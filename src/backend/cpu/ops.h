@@ -31,6 +31,11 @@ void tern_cpu_to_f32(const void *src, tern_dtype dt, long n, float *dst);
 /* In-place softmax over n values. */
 void tern_cpu_softmax(float *x, int n);
 
+/* AVX-512 variants (act_avx512.c), chosen by the functions above when the
+ * active ISA allows. */
+void tern_cpu_softmax_avx512(float *x, int n);
+void tern_cpu_silu_mul_avx512(float *g, const float *u, long count);
+
 /* Fixed-order float32 dot product (8 partial sums, then a fixed tree). */
 float tern_cpu_dot(const float *a, const float *b, int n);
 
