@@ -4,21 +4,26 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "server/buf.h"
 
 /* A stream with nothing to send for this long gets a ": keepalive" comment
  * (while the request waits in the queue or prefills). */
 #define KEEPALIVE_MS 1000
-#define POLL_MS      50
+#define POLL_MS      20
 
 struct srv_http {
     struct MHD_Daemon *d;
     size_t       max_body;
+    int          verbose;
+    atomic_int   active;   /* requests between their first byte and their reply's end */
     srv_route_fn route;
     void        *user;
 };
@@ -137,6 +142,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->fd = ci ? ci->connect_fd : -1;
         srv_buf_init(&c->body);
         *con_cls = c;
+        atomic_fetch_add(&h->active, 1);
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > h->max_body) {
             /* Answer before reading the body; the connection closes after the reply. */
@@ -167,15 +173,24 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
+    srv_http *h = cls;
     srv_conn *c = *con_cls;
     if (!c) return;
     srv_buf_free(&c->body);
     free(c);
     *con_cls = NULL;
+    atomic_fetch_sub(&h->active, 1);
 }
 
-tern_status srv_http_start(const char *host, int port, size_t max_body, srv_route_fn route, void *user,
-                           srv_http **out)
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    if (!*(const int *)cls) return;
+    fputs("DEBUG:tern.http:", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+tern_status srv_http_start(const char *host, int port, size_t max_body, int verbose, srv_route_fn route,
+                           void *user, srv_http **out)
 {
     *out = NULL;
     if (port < 0 || port > 65535) return tern_error(TERN_E_INVALID, "port %d is out of range", port);
@@ -190,6 +205,7 @@ tern_status srv_http_start(const char *host, int port, size_t max_body, srv_rout
     srv_http *h = calloc(1, sizeof *h);
     if (!h) { freeaddrinfo(ai); return tern_error(TERN_E_NOMEM, "out of memory"); }
     h->max_body = max_body;
+    h->verbose = verbose;
     h->route = route;
     h->user = user;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
@@ -199,6 +215,7 @@ tern_status srv_http_start(const char *host, int port, size_t max_body, srv_rout
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &h->verbose,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
@@ -217,6 +234,12 @@ void srv_http_quiesce(srv_http *h)
 void srv_http_stop(srv_http *h)
 {
     if (!h) return;
+    /* Let replies whose generation already ended reach their clients (bounded:
+     * a client that stopped reading does not hold the shutdown). */
+    for (int i = 0; i < 500 && atomic_load(&h->active) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(h->d);
     free(h);
 }

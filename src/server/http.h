@@ -38,9 +38,10 @@ typedef void (*srv_route_fn)(void *user, const srv_http_request *req, srv_http_r
 /* 1 when the client of conn has closed its side (non-blocking check). */
 int srv_conn_gone(srv_conn *c);
 
-/* host (borrowed): a numeric address or a name. Starts listening. */
-tern_status srv_http_start(const char *host, int port, size_t max_body, srv_route_fn route, void *user,
-                           srv_http **out);
+/* host (borrowed): a numeric address or a name. Starts listening.
+ * verbose: print libmicrohttpd's own messages (client aborts and the like). */
+tern_status srv_http_start(const char *host, int port, size_t max_body, int verbose, srv_route_fn route,
+                           void *user, srv_http **out);
 /* Stops accepting connections; open ones continue. */
 void srv_http_quiesce(srv_http *h);
 /* Closes every connection (streams end once their channels close) and frees h. */

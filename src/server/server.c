@@ -130,7 +130,7 @@ tern_status tern_server_run(const tern_server_opts *o)
     if (!c) return tern_error(TERN_E_NOMEM, "out of memory");
     tern_status st = setup(c, o);
     srv_http *h = NULL;
-    if (st == TERN_OK) st = srv_http_start(o->host, o->port, o->max_body, srv_route, c, &h);
+    if (st == TERN_OK) st = srv_http_start(o->host, o->port, o->max_body, o->log_level == 0, srv_route, c, &h);
     if (st != TERN_OK) {
         teardown(c);
         free(c);
