@@ -6,6 +6,8 @@
 # Runs, in this order:
 #   (a) STREAM triad (bench/stream_triad_main.c) at $THREADS threads -> memory bandwidth
 #   (b) llama-bench -m GGUF -t $THREADS -p $PROMPT_TOKENS -n $GEN_TOKENS -r $REPS -> pp / tg tok/s
+#       (and the same on GGUF_BF16 when that file exists: llama.cpp's BF16 path is its faster one
+#       for prefill on CPUs with avx512_bf16; the F16 row is the baseline the ratios use)
 #   (c) build/tern bench --model DIR --prompt-tokens .. --gen-tokens .. --threads .. --reps $REPS --json
 #       ($TERN_REPS times; its last stdout line is JSON with prefill_tps and decode_tps)
 #   (d) STREAM triad again
@@ -22,6 +24,7 @@
 # Environment (defaults in brackets):
 #   MODEL_DIR      HF model directory         [$HOME/.cache/tern-bench/qwen3-0.46b]
 #   GGUF           llama.cpp F16 GGUF          [$HOME/.cache/tern-bench/qwen3-0.46b-f16.gguf]
+#   GGUF_BF16      optional BF16 GGUF          [$HOME/.cache/tern-bench/qwen3-0.46b-bf16.gguf]
 #   LLAMACPP_DIR   llama.cpp build from bench/setup_llamacpp.sh [$HOME/.cache/tern-bench/llama.cpp]
 #   LLAMA_BENCH    llama-bench binary          [$LLAMACPP_DIR/build/bin/llama-bench]
 #   TERN           tern binary                 [build/tern]
@@ -31,12 +34,17 @@
 #   SKIP_LLAMACPP=1 / SKIP_TERN=1 to leave one side out.
 #   OUT_DIR        where raw outputs are kept  [a fresh temporary directory]
 #   REPORT_ONLY=1  measure nothing; print the table from the raw outputs already in OUT_DIR
+#   WAIT_IDLE [120] before each measurement, wait up to this many seconds for the CPUs to be
+#                  >= 90% idle (3 s samples, 3 in a row); 0 = don't wait. Steps that start on a
+#                  busy machine are listed under the table.
+#   LLAMA_BENCH_ARGS  extra llama-bench arguments (e.g. "-fa 1")
 set -uo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE="${HOME}/.cache/tern-bench"
 MODEL_DIR="${1:-${MODEL_DIR:-$CACHE/qwen3-0.46b}}"
 GGUF="${2:-${GGUF:-$CACHE/qwen3-0.46b-f16.gguf}}"
+GGUF_BF16="${GGUF_BF16:-$CACHE/qwen3-0.46b-bf16.gguf}"
 LLAMACPP_DIR="${LLAMACPP_DIR:-$CACHE/llama.cpp}"
 LLAMA_BENCH="${LLAMA_BENCH:-$LLAMACPP_DIR/build/bin/llama-bench}"
 TERN="${TERN:-$REPO_ROOT/build/tern}"
@@ -51,6 +59,8 @@ TRIAD_REPS="${TRIAD_REPS:-10}"
 SKIP_LLAMACPP="${SKIP_LLAMACPP:-0}"
 SKIP_TERN="${SKIP_TERN:-0}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
+WAIT_IDLE="${WAIT_IDLE:-120}"
+LLAMA_BENCH_ARGS="${LLAMA_BENCH_ARGS:-}"
 OUT_DIR="${OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tern-cpu-bench.XXXXXX")}"
 mkdir -p "$OUT_DIR"
 
@@ -64,7 +74,42 @@ say "model dir: $MODEL_DIR"
 say "gguf:      $GGUF"
 say "raw outputs in $OUT_DIR"
 
+# Percentage of CPU time idle over 3 seconds, from /proc/stat.
+idle_pct() {
+    local u n s i w x y z t1 i1 t2 i2
+    read -r _ u n s i w x y z _ < /proc/stat
+    t1=$((u + n + s + i + w + x + y + z)); i1=$((i + w))
+    sleep 3
+    read -r _ u n s i w x y z _ < /proc/stat
+    t2=$((u + n + s + i + w + x + y + z)); i2=$((i + w))
+    echo $(( t2 > t1 ? 100 * (i2 - i1) / (t2 - t1) : 100 ))
+}
+
+# wait_quiet STEP: wait up to $WAIT_IDLE s for 3 consecutive >= 90% idle samples.
+wait_quiet() {
+    [ "$WAIT_IDLE" -gt 0 ] 2>/dev/null || return 0
+    [ -r /proc/stat ] || return 0
+    local start=$SECONDS ok=0 v=100
+    while [ $((SECONDS - start)) -lt "$WAIT_IDLE" ]; do
+        v=$(idle_pct)
+        if [ "$v" -ge 90 ]; then ok=$((ok + 1)); else ok=0; fi
+        [ "$ok" -ge 3 ] && return 0
+    done
+    say "machine still busy (${v}% idle) after ${WAIT_IDLE}s; running $1 anyway"
+    echo "$1 (${v}% idle)" >> "$OUT_DIR/busy.txt"
+}
+
+run_llama_bench() {  # NAME GGUF
+    wait_quiet "llama-bench $(basename "$2")"
+    say "running llama-bench -m $2 -t $THREADS -p $PROMPT_TOKENS -n $GEN_TOKENS -r $REPS"
+    # shellcheck disable=SC2086
+    "$LLAMA_BENCH" -m "$2" -t "$THREADS" -p "$PROMPT_TOKENS" -n "$GEN_TOKENS" -r "$REPS" $LLAMA_BENCH_ARGS -o json \
+        > "$OUT_DIR/$1.json" 2> "$OUT_DIR/$1.stderr" \
+        || { say "llama-bench failed:"; tail -n 5 "$OUT_DIR/$1.stderr" >&2; }
+}
+
 measure() {
+rm -f "$OUT_DIR/busy.txt"
 # (a) STREAM triad.
 TRIAD_BIN="$OUT_DIR/stream_triad"
 if ! ${CC:-cc} -std=c11 -O3 -march=native -o "$TRIAD_BIN" "$REPO_ROOT/bench/stream_triad_main.c" -lpthread; then
@@ -73,6 +118,7 @@ if ! ${CC:-cc} -std=c11 -O3 -march=native -o "$TRIAD_BIN" "$REPO_ROOT/bench/stre
 fi
 say "running STREAM triad ($THREADS threads)"
 run_triad() {
+    wait_quiet "STREAM triad"
     "$TRIAD_BIN" --threads "$THREADS" --mib "$TRIAD_MIB" --reps "$TRIAD_REPS" --json > "$OUT_DIR/$1" \
         || say "STREAM triad failed"
     head -n 1 "$OUT_DIR/$1" >&2
@@ -87,10 +133,10 @@ elif [ ! -x "$LLAMA_BENCH" ]; then
 elif [ ! -f "$GGUF" ]; then
     say "GGUF not found at $GGUF (see bench/README.md for the conversion command)"
 else
-    say "running llama-bench -t $THREADS -p $PROMPT_TOKENS -n $GEN_TOKENS -r $REPS"
-    "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" -p "$PROMPT_TOKENS" -n "$GEN_TOKENS" -r "$REPS" -o json \
-        > "$OUT_DIR/llama_bench.json" 2> "$OUT_DIR/llama_bench.stderr" \
-        || { say "llama-bench failed:"; tail -n 5 "$OUT_DIR/llama_bench.stderr" >&2; }
+    run_llama_bench llama_bench "$GGUF"
+    if [ -f "$GGUF_BF16" ]; then
+        run_llama_bench llama_bench_bf16 "$GGUF_BF16"
+    fi
 fi
 
 # (c) tern.
@@ -101,7 +147,9 @@ elif [ ! -x "$TERN" ]; then
     say "tern binary not found at $TERN (run make)"
 else
     for i in $(seq 1 "$TERN_REPS"); do
+        wait_quiet "tern bench"
         say "running tern bench ($i/$TERN_REPS)"
+        # shellcheck disable=SC2086  # TERN_ARGS is split into words on purpose
         if "$TERN" bench --model "$MODEL_DIR" --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" \
             --threads "$THREADS" $TERN_ARGS --json > "$OUT_DIR/tern.$i.stdout" 2> "$OUT_DIR/tern.$i.stderr"; then
             tail -n 1 "$OUT_DIR/tern.$i.stdout" >> "$OUT_DIR/tern.jsonl"
@@ -126,10 +174,10 @@ fi
 CPU_MODEL=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 CPU_FLAGS=$(grep -m1 -o -w -E 'avx512f|avx512_bf16|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')
 python3 - "$OUT_DIR" "$MODEL_DIR" "$THREADS" "$PROMPT_TOKENS" "$GEN_TOKENS" "$REPS" "$TERN_REPS" \
-    "${CPU_MODEL:-unknown}" "$(nproc)" "$CPU_FLAGS" "$LLAMACPP_DIR" "$GGUF" "$TERN_ARGS" <<'PY'
+    "${CPU_MODEL:-unknown}" "$(nproc)" "$CPU_FLAGS" "$LLAMACPP_DIR" "$GGUF" "$TERN_ARGS" "$GGUF_BF16" "$LLAMA_BENCH_ARGS" <<'PY'
 import json, os, struct, sys
 
-out_dir, model_dir, threads, pp, tg, reps, tern_reps, cpu, ncpu, flags, llamacpp_dir, gguf, tern_args = sys.argv[1:14]
+out_dir, model_dir, threads, pp, tg, reps, tern_reps, cpu, ncpu, flags, llamacpp_dir, gguf, tern_args, gguf_bf16, lb_args = sys.argv[1:16]
 pp, tg = int(pp), int(tg)
 
 
@@ -187,20 +235,27 @@ def triad_of(name):
 triad_before = triad_of("triad.txt")
 triad_after = triad_of("triad_after.txt")
 
-llama_pp = llama_tg = None
-llama_info = ""
-try:
-    lb = json.load(open(os.path.join(out_dir, "llama_bench.json")))
-    for t in lb:
-        best = max(t["samples_ts"]) if t.get("samples_ts") else t.get("avg_ts")
-        if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
-            llama_pp = best
-        elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
-            llama_tg = best
-        llama_info = "llama.cpp: model %s, %d threads, flash_attn %s" % (
-            t.get("model_type", "?"), t.get("n_threads", 0), t.get("flash_attn", "?"))
-except (OSError, ValueError, KeyError, TypeError):
-    pass
+def llama_bench_result(name):
+    """(best pp tok/s, best tg tok/s, description) from llama-bench -o json output."""
+    bpp = btg = None
+    info = ""
+    try:
+        for t in json.load(open(os.path.join(out_dir, name))):
+            best = max(t["samples_ts"]) if t.get("samples_ts") else t.get("avg_ts")
+            if t.get("n_prompt", 0) > 0 and t.get("n_gen", 0) == 0:
+                bpp = best
+            elif t.get("n_gen", 0) > 0 and t.get("n_prompt", 0) == 0:
+                btg = best
+            info = "llama.cpp: model %s, %d threads, flash_attn %s" % (
+                t.get("model_type", "?"), t.get("n_threads", 0), t.get("flash_attn", "?"))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return bpp, btg, info
+
+
+llama_pp, llama_tg, llama_info = llama_bench_result("llama_bench.json")
+bf16_pp, bf16_tg, _ = llama_bench_result("llama_bench_bf16.json")
+has_bf16 = bf16_pp is not None or bf16_tg is not None
 
 tern_rows = read_json_lines(os.path.join(out_dir, "tern.jsonl"))
 tern_pp = max((r["prefill_tps"] for r in tern_rows if "prefill_tps" in r), default=None)
@@ -231,7 +286,10 @@ print("| engine | prefill tok/s (pp%d) | decode tok/s (tg%d) | decode %% of band
 print("|---|---:|---:|---:|")
 print("| tern (bf16) | %s | %s | %s |" % (fmt(tern_pp), fmt(tern_tg), pct(tern_tg)))
 print("| llama.cpp (F16) | %s | %s | %s |" % (fmt(llama_pp), fmt(llama_tg), pct(llama_tg)))
-print("| tern / llama.cpp | %s | %s | |" % (ratio(tern_pp, llama_pp), ratio(tern_tg, llama_tg)))
+print("| tern / llama.cpp (F16) | %s | %s | |" % (ratio(tern_pp, llama_pp), ratio(tern_tg, llama_tg)))
+if has_bf16:
+    print("| llama.cpp (BF16) | %s | %s | %s |" % (fmt(bf16_pp), fmt(bf16_tg), pct(bf16_tg)))
+    print("| tern / llama.cpp (BF16) | %s | %s | |" % (ratio(tern_pp, bf16_pp), ratio(tern_tg, bf16_tg)))
 print()
 print("- machine: %s, %s CPUs online (%s), %s threads used" % (cpu, ncpu, flags.strip() or "?", threads))
 print("- STREAM triad (%s threads): %s GB/s used for the ceiling (before %s, after %s, inside tern bench %s)" % (
@@ -248,6 +306,15 @@ if llama_info:
     except OSError:
         src = "unknown source"
     print("- %s; built from %s (vendor/llama.cpp)" % (llama_info, src))
-print("- commands: `llama-bench -m %s -t %s -p %d -n %d -r %s`; `tern bench --model %s --prompt-tokens %d "
-      "--gen-tokens %d --threads %s %s --json`" % (gguf, threads, pp, tg, reps, model_dir, pp, tg, threads, tern_args))
+print("- commands: `llama-bench -m %s -t %s -p %d -n %d -r %s%s`; `tern bench --model %s --prompt-tokens %d "
+      "--gen-tokens %d --threads %s %s --json`" % (gguf, threads, pp, tg, reps, (" " + lb_args) if lb_args else "",
+                                                  model_dir, pp, tg, threads, tern_args))
+if has_bf16:
+    print("- BF16 row: the same llama-bench command on %s" % gguf_bf16)
+try:
+    busy = [line.strip() for line in open(os.path.join(out_dir, "busy.txt")) if line.strip()]
+except OSError:
+    busy = []
+if busy:
+    print("- started on a busy machine (numbers may be low): " + "; ".join(busy))
 PY

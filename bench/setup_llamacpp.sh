@@ -32,6 +32,7 @@ cd "$LLAMACPP_DIR"
 # 1. Source distribution from PyPI (no binaries, no dependencies).
 spec="llama-cpp-python"
 [ "$LLAMACPP_PY_VERSION" != "latest" ] && spec="llama-cpp-python==$LLAMACPP_PY_VERSION"
+# shellcheck disable=SC2012
 sdist=$(ls sdist/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -n 1 || true)
 if [ "$LLAMACPP_PY_VERSION" != "latest" ]; then
     sdist=$(ls "sdist/llama_cpp_python-$LLAMACPP_PY_VERSION.tar.gz" 2>/dev/null || true)
@@ -39,6 +40,7 @@ fi
 if [ -z "$sdist" ]; then
     echo "setup_llamacpp: downloading $spec source distribution"
     python3 -m pip download --no-deps --no-binary :all: -d sdist "$spec"
+    # shellcheck disable=SC2012
     sdist=$(ls sdist/llama_cpp_python-*.tar.gz | sort -V | tail -n 1)
 fi
 echo "setup_llamacpp: using $sdist"
