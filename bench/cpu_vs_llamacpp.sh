@@ -24,7 +24,8 @@
 # Environment (defaults in brackets):
 #   MODEL_DIR      HF model directory         [$HOME/.cache/tern-bench/qwen3-0.46b]
 #   GGUF           llama.cpp F16 GGUF          [$HOME/.cache/tern-bench/qwen3-0.46b-f16.gguf]
-#   GGUF_BF16      optional BF16 GGUF          [$HOME/.cache/tern-bench/qwen3-0.46b-bf16.gguf]
+#   GGUF_BF16      optional BF16 GGUF          [GGUF's NAME-bf16.gguf sibling if present, else
+#                                               $HOME/.cache/tern-bench/qwen3-0.46b-bf16.gguf]
 #   LLAMACPP_DIR   llama.cpp build from bench/setup_llamacpp.sh [$HOME/.cache/tern-bench/llama.cpp]
 #   LLAMA_BENCH    llama-bench binary          [$LLAMACPP_DIR/build/bin/llama-bench]
 #   TERN           tern binary                 [build/tern]
@@ -44,7 +45,11 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE="${HOME}/.cache/tern-bench"
 MODEL_DIR="${1:-${MODEL_DIR:-$CACHE/qwen3-0.46b}}"
 GGUF="${2:-${GGUF:-$CACHE/qwen3-0.46b-f16.gguf}}"
-GGUF_BF16="${GGUF_BF16:-$CACHE/qwen3-0.46b-bf16.gguf}"
+if [ -z "${GGUF_BF16:-}" ]; then
+    # The BF16 GGUF next to the F16 one (NAME-f16.gguf -> NAME-bf16.gguf), else the cache default.
+    GGUF_BF16="${GGUF%-f16.gguf}-bf16.gguf"
+    [ "$GGUF_BF16" != "$GGUF" ] && [ -f "$GGUF_BF16" ] || GGUF_BF16="$CACHE/qwen3-0.46b-bf16.gguf"
+fi
 LLAMACPP_DIR="${LLAMACPP_DIR:-$CACHE/llama.cpp}"
 LLAMA_BENCH="${LLAMA_BENCH:-$LLAMACPP_DIR/build/bin/llama-bench}"
 TERN="${TERN:-$REPO_ROOT/build/tern}"
