@@ -1,8 +1,9 @@
 /* tern bench --model DIR [--prompt-tokens 512] [--gen-tokens 128] [--threads N]
  *            [--precision f32|bf16] [--reps R] [--json]
  *
- * Prefill: one forward over prompt-tokens synthetic ids (best of R runs).
- * Decode: gen-tokens single-token forwards after that prompt (best of R).
+ * Prefill: one forward over prompt-tokens synthetic ids on an empty row.
+ * Decode: gen-tokens greedy single-token forwards on an empty row (the
+ * shape of llama-bench's pp and tg tests). Best of R runs each.
  * Also measures the STREAM-triad bandwidth on the same threads and reports
  * decode speed as a fraction of the ceiling = triad GB/s / weight bytes read
  * per token. With --json the last line is one JSON object. */
@@ -24,29 +25,47 @@ static void usage(void)
                     "       [--precision f32|bf16] [--reps R] [--json]\n");
 }
 
-/* One run: a fresh row, prefill P ids, then G decode steps. */
-static tern_status run_once(tern_model *m, const int32_t *ids, int P, int G, double *t_pre, double *t_dec)
+/* Feeds ids through a fresh row in one forward (prefill) and reports the
+ * seconds; *kv_out keeps the row when asked. */
+static tern_status prefill_once(tern_model *m, const int32_t *ids, int P, double *secs)
 {
     tern_kv *kv;
     int row, V = tern_model_vocab_size(m);
-    tern_status st = tern_model_kv_create(m, 1, P + G + 1, &kv);
+    tern_status st = tern_model_kv_create(m, 1, P, &kv);
+    if (st) return st;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
+    if (!(st = tern_kv_row_add(kv, &row))) {
+        double t0 = cli_now();
+        tern_batch b = {1, &row, &P, ids, NULL};
+        st = tern_forward(m, kv, &b, logits, NULL);
+        *secs = cli_now() - t0;
+    }
+    free(logits);
+    tern_kv_free(kv);
+    return st;
+}
+
+/* Decodes G tokens greedily on a fresh row that starts from one token, as
+ * llama-bench's tg test does; reports the seconds of the G steps. */
+static tern_status decode_once(tern_model *m, int32_t first, int G, double *secs)
+{
+    tern_kv *kv;
+    int row, V = tern_model_vocab_size(m), one = 1;
+    tern_status st = tern_model_kv_create(m, 1, G + 1, &kv);
     if (st) return st;
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
     if ((st = tern_kv_row_add(kv, &row))) goto done;
+    int32_t tok = first;
     double t0 = cli_now();
-    tern_batch b = {1, &row, &P, ids, NULL};
-    if ((st = tern_forward(m, kv, &b, logits, NULL))) goto done;
-    double t1 = cli_now();
     for (int i = 0; i < G; i++) {
-        int32_t tok = 0;
-        for (int v = 1; v < V; v++) if (logits[v] > logits[tok]) tok = v;
-        int one = 1;
         tern_batch d = {1, &row, &one, &tok, NULL};
         if ((st = tern_forward(m, kv, &d, logits, NULL))) goto done;
+        tok = 0;
+        for (int v = 1; v < V; v++) if (logits[v] > logits[tok]) tok = v;
     }
-    *t_pre = t1 - t0;
-    *t_dec = cli_now() - t1;
+    *secs = cli_now() - t0;
 done:
     free(logits);
     tern_kv_free(kv);
@@ -88,7 +107,10 @@ int tern_cmd_bench(int argc, char **argv)
     double best_pre = 1e30, best_dec = 1e30;
     for (int r = 0; r < reps; r++) {
         double tp = 0, td = 0;
-        if (run_once(m, ids, P, G, &tp, &td)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+        if (prefill_once(m, ids, P, &tp) || (G && decode_once(m, ids[0], G, &td))) {
+            fprintf(stderr, "tern: %s\n", tern_last_error());
+            goto done;
+        }
         if (tp < best_pre) best_pre = tp;
         if (td < best_dec) best_dec = td;
     }
