@@ -214,7 +214,6 @@ tern_status srv_http_start(const char *host, int port, size_t max_body, int verb
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &h->verbose,
                             MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -24,13 +24,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *extra):
+    def __init__(self, *extra, model=None):
         if not TERN.exists():
             pytest.fail(f"{TERN} is missing: run make first")
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [str(TERN), "serve", "--model", str(MODEL), "--port", str(self.port), *extra],
+            [str(TERN), "serve", "--model", str(model or MODEL), "--port", str(self.port), *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -224,3 +224,17 @@ def test_sigterm_finishes_running_stream():
     sock.close()
     assert b"data: [DONE]" in buf and b'"finish_reason": "stop"' in buf
     assert s.proc.wait(timeout=20) == 0
+
+
+def test_port_in_use_and_bad_flags(srv):
+    import subprocess
+    from server_harness import MODEL, TERN
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--port", str(srv.port)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot listen" in r.stderr
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--chat-template-args", "[1]"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "--chat-template-args must be a JSON object" in r.stderr
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--draft-model", "x"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not supported" in r.stderr
