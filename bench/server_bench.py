@@ -8,7 +8,7 @@ of last token - time of first token), the same definition `tern generate`
 prints; TTFT = request sent -> first streamed token (HTTP, tokenization,
 queueing and prefill included).
 
-usage: bench/server_bench.py [--model DIR] [--tokens 256] [--threads N] [--runs 3]
+usage: bench/server_bench.py [--model DIR] [--tokens 256] [--threads N] [--runs 9]
 """
 import argparse
 import http.client
@@ -61,7 +61,7 @@ def stream(port, body):
                 usage = d["usage"]
     c.close()
     n = usage["completion_tokens"]
-    decode = (n - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+    decode = (n - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
     return (times[0] if times else first_event) - t0, decode, n, usage["prompt_tokens"]
 
 
@@ -86,7 +86,7 @@ def main():
     ap.add_argument("--model", default=str(ROOT / "models" / "tern-demo-code-17m"))
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=9)
     a = ap.parse_args()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"machine: {cpu}, {os.cpu_count()} cpus, {platform.system()}; threads={a.threads or 'all'}")
@@ -105,13 +105,17 @@ def main():
         body = {"prompt": PROMPT, "max_tokens": a.tokens, "logit_bias": {"8187": -1000, "8185": -1000}}
         stream(port, {**body, "max_tokens": 8})  # warm-up
         served, gen, inside = [], [], []
-        for _ in range(a.runs):
+        for i in range(a.runs):
+            # Alternate which side goes first so that drift in the machine's load favours neither.
+            if i % 2:
+                gen.append(engine(a.model, PROMPT, a.tokens, a.threads))
             m0 = metrics(port)
             served.append(stream(port, body))
             m1 = metrics(port)
             dt = m1["tern_decode_seconds_total"] - m0["tern_decode_seconds_total"]
             inside.append((served[-1][2] - 1) / dt)
-            gen.append(engine(a.model, PROMPT, a.tokens, a.threads))
+            if not i % 2:
+                gen.append(engine(a.model, PROMPT, a.tokens, a.threads))
         s_dec = statistics.median(x[1] for x in served)
         g_dec = statistics.median(x[3] for x in gen)
         print(f"decode, {a.tokens} tokens, median of {a.runs}: served {s_dec:.1f} tok/s, "
@@ -125,8 +129,10 @@ def main():
         while ptoks > 512:
             text = text[:-max(1, (ptoks - 512))]
             ptoks = stream(port, {"prompt": text, "max_tokens": 1})[3]
-        ttfts = [stream(port, {"prompt": text, "max_tokens": 2})[0] for _ in range(a.runs)]
-        pre = [engine(a.model, text, 1, a.threads) for _ in range(a.runs)]
+        ttfts, pre = [], []
+        for _ in range(a.runs):
+            ttfts.append(stream(port, {"prompt": text, "max_tokens": 2})[0])
+            pre.append(engine(a.model, text, 1, a.threads))
         e_ttft = statistics.median(512 / x[1] for x in pre)
         print(f"TTFT, {ptoks}-token prompt, median of {a.runs}: served {statistics.median(ttfts) * 1000:.1f} ms, "
               f"tern generate prefill {e_ttft * 1000:.1f} ms")
