@@ -2,9 +2,12 @@
 #include "server/chan.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "server/buf.h"
@@ -19,6 +22,7 @@ struct srv_chan {
     int     decoding;
     int     status;
     long long last_wake_ns;  /* when the reader was last woken by a write */
+    atomic_int fd;           /* client socket or -1 */
 };
 
 /* Writes wake the reader at most this often (the close always wakes it): one
@@ -47,8 +51,29 @@ srv_chan *srv_chan_create(void)
     srv_buf_init(&c->data);
     c->refs = 2;
     c->status = 200;
+    atomic_init(&c->fd, -1);
     return c;
 }
+
+int srv_fd_gone(int fd)
+{
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return 1;
+    if (p.revents & POLLIN) {
+        char b;
+        return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    }
+    return 0;
+}
+
+/* The fd stays open while the request's connection lives; once the connection
+ * is gone the channel is cancelled anyway, so a stale (even reused) number can
+ * only confirm a cancellation that is already true. */
+void srv_chan_set_fd(srv_chan *c, int fd) { atomic_store(&c->fd, fd); }
+
+int srv_chan_peer_gone(srv_chan *c) { return srv_fd_gone(atomic_load(&c->fd)); }
 
 void srv_chan_release(srv_chan *c)
 {

@@ -23,6 +23,14 @@ void srv_chan_close(srv_chan *c, int http_status);
 /* Marks the first token as produced (keepalive comments stop then). */
 void srv_chan_set_decoding(srv_chan *c);
 
+/* The client's socket (borrowed; -1 = none): lets the worker notice a closed
+ * connection before every decode step, not only when the HTTP side next looks. */
+void srv_chan_set_fd(srv_chan *c, int fd);
+/* 1 when the connection's peer has closed (non-blocking check). */
+int  srv_chan_peer_gone(srv_chan *c);
+/* 1 when the peer of socket fd has closed (non-blocking check). */
+int  srv_fd_gone(int fd);
+
 /* Connection side. */
 void srv_chan_cancel(srv_chan *c);
 int  srv_chan_cancelled(srv_chan *c);

@@ -42,27 +42,15 @@ typedef struct {
     int       idle_ms;
 } stream_ctx;
 
-static int fd_gone(int fd)
-{
-    if (fd < 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return 0;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return 1;
-    if (p.revents & POLLIN) {
-        char c;
-        ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0;
-    }
-    return 0;
-}
+int srv_conn_gone(srv_conn *c) { return srv_fd_gone(c->fd); }
 
-int srv_conn_gone(srv_conn *c) { return fd_gone(c->fd); }
+int srv_conn_fd(const srv_conn *c) { return c->fd; }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     stream_ctx *s = cls;
     for (;;) {
-        if (fd_gone(s->fd)) {
+        if (srv_fd_gone(s->fd)) {
             srv_chan_cancel(s->chan);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }

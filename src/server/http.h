@@ -37,6 +37,8 @@ typedef void (*srv_route_fn)(void *user, const srv_http_request *req, srv_http_r
 
 /* 1 when the client of conn has closed its side (non-blocking check). */
 int srv_conn_gone(srv_conn *c);
+/* The connection's socket (borrowed), -1 if unknown. */
+int srv_conn_fd(const srv_conn *c);
 
 /* host (borrowed): a numeric address or a name. Starts listening.
  * verbose: print libmicrohttpd's own messages (client aborts and the like). */

@@ -129,6 +129,7 @@ static int on_token(void *user, const tern_token_event *ev)
         return 1;
     }
     if (hit) { g->stop_hit = 1; return 1; }
+    if (srv_chan_peer_gone(j->chan)) srv_chan_cancel(j->chan);
     if (srv_chan_cancelled(j->chan) || atomic_load(&j->ctx->stopping)) { g->cancelled = 1; return 1; }
     return 0;
 }
@@ -162,7 +163,7 @@ static void job_run(srv_job *base)
 {
     gen_job *j = (gen_job *)base;
     srv_ctx *c = j->ctx;
-    if (srv_chan_cancelled(j->chan)) {
+    if (srv_chan_cancelled(j->chan) || srv_chan_peer_gone(j->chan)) {
         srv_metrics_disconnect(c->metrics);
         srv_chan_close(j->chan, 499);
         job_free(j);

@@ -130,6 +130,7 @@ static void generate(srv_ctx *c, srv_api api, const srv_http_request *hr, srv_ht
         reply_error(out, api, 500, "out of memory");
         return;
     }
+    srv_chan_set_fd(ch, srv_conn_fd(hr->conn));
     int rc = srv_job_submit(c, &req, ids, n, think_inside, ch);
     if (rc) {
         srv_chan_release(ch);

@@ -106,7 +106,7 @@ def test_stream_disconnect_stops_generation(srv):
     status, body = srv.post("/v1/completions", {"prompt": "def f():", "max_tokens": 1})
     assert status == 200 and time.time() - t0 < 3
     assert srv.metric("tern_client_disconnects_total") == drops + 1
-    assert srv.metric("tern_generated_tokens_total") - before < 200
+    assert srv.metric("tern_generated_tokens_total") - before < 64
 
 
 def test_non_stream_disconnect_stops_generation(srv):
