@@ -17,6 +17,63 @@ int srv_json_append(srv_buf *out, const json_t *j)
     return rc;
 }
 
+int srv_json_append_string(srv_buf *out, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";  /* jansson's case */
+    if (srv_buf_append(out, "\"", 1)) return -1;
+    size_t i = 0, run = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') { i++; run++; continue; }
+        if (run && srv_buf_append(out, s + i - run, run)) return -1;
+        run = 0;
+        char esc[16];
+        size_t el = 0;
+        unsigned cp = c;
+        size_t len = 1;
+        if (c >= 0x80) {
+            /* Decode one UTF-8 sequence (the text is valid UTF-8). */
+            if ((c & 0xE0) == 0xC0 && i + 1 < n) { cp = (c & 0x1Fu) << 6 | ((unsigned char)s[i + 1] & 0x3Fu); len = 2; }
+            else if ((c & 0xF0) == 0xE0 && i + 2 < n) {
+                cp = (c & 0x0Fu) << 12 | ((unsigned char)s[i + 1] & 0x3Fu) << 6 | ((unsigned char)s[i + 2] & 0x3Fu);
+                len = 3;
+            } else if ((c & 0xF8) == 0xF0 && i + 3 < n) {
+                cp = (c & 0x07u) << 18 | ((unsigned char)s[i + 1] & 0x3Fu) << 12 |
+                     ((unsigned char)s[i + 2] & 0x3Fu) << 6 | ((unsigned char)s[i + 3] & 0x3Fu);
+                len = 4;
+            } else {
+                cp = 0xFFFD;
+            }
+        }
+        switch (cp) {
+        case '"': memcpy(esc, "\\\"", 2); el = 2; break;
+        case '\\': memcpy(esc, "\\\\", 2); el = 2; break;
+        case '\b': memcpy(esc, "\\b", 2); el = 2; break;
+        case '\f': memcpy(esc, "\\f", 2); el = 2; break;
+        case '\n': memcpy(esc, "\\n", 2); el = 2; break;
+        case '\r': memcpy(esc, "\\r", 2); el = 2; break;
+        case '\t': memcpy(esc, "\\t", 2); el = 2; break;
+        default:
+            if (cp >= 0x10000) {
+                unsigned v = cp - 0x10000, hi = 0xD800 + (v >> 10), lo = 0xDC00 + (v & 0x3FF);
+                esc[0] = '\\'; esc[1] = 'u'; esc[2] = hex[hi >> 12]; esc[3] = hex[(hi >> 8) & 15];
+                esc[4] = hex[(hi >> 4) & 15]; esc[5] = hex[hi & 15];
+                esc[6] = '\\'; esc[7] = 'u'; esc[8] = hex[lo >> 12]; esc[9] = hex[(lo >> 8) & 15];
+                esc[10] = hex[(lo >> 4) & 15]; esc[11] = hex[lo & 15];
+                el = 12;
+            } else {
+                esc[0] = '\\'; esc[1] = 'u'; esc[2] = hex[cp >> 12]; esc[3] = hex[(cp >> 8) & 15];
+                esc[4] = hex[(cp >> 4) & 15]; esc[5] = hex[cp & 15];
+                el = 6;
+            }
+        }
+        if (srv_buf_append(out, esc, el)) return -1;
+        i += len;
+    }
+    if (run && srv_buf_append(out, s + n - run, run)) return -1;
+    return srv_buf_append(out, "\"", 1);
+}
+
 static int sse(srv_buf *out, json_t *j /* stolen */)
 {
     if (!j) return -1;
@@ -44,7 +101,16 @@ int srv_reply_init(srv_reply *r, srv_api api, int stream, int include_usage, con
     return r->model ? 0 : -1;
 }
 
-void srv_reply_free(srv_reply *r) { free(r->model); r->model = NULL; }
+void srv_reply_free(srv_reply *r)
+{
+    free(r->model);
+    r->model = NULL;
+    for (int k = 0; k < 2; k++) {
+        free(r->delta_head[k]);
+        free(r->delta_tail[k]);
+        r->delta_head[k] = r->delta_tail[k] = NULL;
+    }
+}
 
 static const char *object_type(const srv_reply *r)
 {
@@ -112,6 +178,45 @@ int srv_reply_begin(srv_reply *r, int prompt_tokens, srv_buf *out)
     return sse(out, envelope(r, c));
 }
 
+/* Renders the delta event once with a marker string and keeps what comes
+ * before and after it. The marker is looked up from the end: the text field is
+ * the last string of the event, after the client-chosen model name. */
+static int delta_template(srv_reply *r, int kind)
+{
+    static const char MARK[] = "\x01tern-delta\x01";
+    json_t *choice = r->api == SRV_API_TEXT ? text_choice(MARK, NULL, NULL)
+                   : chat_choice(r, kind ? "" : MARK, kind ? MARK : "", NULL, NULL, NULL);
+    srv_buf b;
+    srv_buf_init(&b);
+    json_t *env = envelope(r, choice);
+    int rc = -1;
+    if (env && !srv_buf_puts(&b, "data: ") && !srv_json_append(&b, env)) {
+        srv_buf m;
+        srv_buf_init(&m);
+        srv_json_append_string(&m, MARK, sizeof MARK - 1);
+        const char *hit = NULL, *p = srv_buf_str(&b);
+        while ((p = strstr(p, srv_buf_str(&m)))) hit = p++;
+        if (hit) {
+            r->delta_head[kind] = strndup(srv_buf_str(&b), (size_t)(hit - srv_buf_str(&b)));
+            size_t tail = strlen(hit + m.len);
+            r->delta_tail[kind] = malloc(tail + 3);
+            if (r->delta_tail[kind]) { memcpy(r->delta_tail[kind], hit + m.len, tail); memcpy(r->delta_tail[kind] + tail, "\n\n", 3); }
+            rc = r->delta_head[kind] && r->delta_tail[kind] ? 0 : -1;
+        }
+        srv_buf_free(&m);
+    }
+    json_decref(env);
+    srv_buf_free(&b);
+    return rc;
+}
+
+static int fast_delta(srv_reply *r, int kind, const char *text, srv_buf *out)
+{
+    if (!r->delta_head[kind] && delta_template(r, kind)) return -1;
+    return srv_buf_puts(out, r->delta_head[kind]) || srv_json_append_string(out, text, strlen(text)) ||
+           srv_buf_puts(out, r->delta_tail[kind]) ? -1 : 0;
+}
+
 int srv_reply_delta(srv_reply *r, const char *content, const char *reasoning, srv_buf *out)
 {
     if (!r->stream) return 0;
@@ -119,7 +224,9 @@ int srv_reply_delta(srv_reply *r, const char *content, const char *reasoning, sr
     if (!reasoning) reasoning = "";
     if (!content[0] && !reasoning[0]) return 0;
     if (r->api == SRV_API_ANTHROPIC) return srv_anth_delta(r, content, reasoning, out);
-    if (r->api == SRV_API_TEXT) return content[0] ? sse(out, envelope(r, text_choice(content, NULL, NULL))) : 0;
+    if (r->api == SRV_API_TEXT) return content[0] ? fast_delta(r, 0, content, out) : 0;
+    if (!reasoning[0]) return fast_delta(r, 0, content, out);
+    if (!content[0]) return fast_delta(r, 1, reasoning, out);
     return sse(out, envelope(r, chat_choice(r, content, reasoning, NULL, NULL, NULL)));
 }
 

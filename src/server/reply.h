@@ -23,6 +23,11 @@ typedef struct {
     /* Anthropic stream state: the open content block. */
     int       block_kind;   /* 0 none, 1 text, 2 thinking */
     int       block_index;  /* index of the next block */
+    /* OpenAI stream deltas are the same bytes but for one string: the JSON
+     * around it is rendered once ([0] content, [1] reasoning) and each token
+     * only escapes its text. Owned; NULL until first needed. */
+    char     *delta_head[2];
+    char     *delta_tail[2];
 } srv_reply;
 
 typedef struct {
@@ -52,6 +57,9 @@ int srv_reply_stream_error(srv_reply *r, const char *message, srv_buf *out);
 
 /* Serializes j (borrowed) as mlx_lm.server does (", " and ": ", ASCII-only). */
 int srv_json_append(srv_buf *out, const json_t *j);
+/* Appends s[0,n) (UTF-8) as a JSON string literal with quotes, escaped exactly
+ * as srv_json_append escapes strings. */
+int srv_json_append_string(srv_buf *out, const char *s, size_t n);
 
 /* Anthropic shaping, used by srv_reply_* (anthropic.c). */
 int srv_anth_begin(srv_reply *r, int prompt_tokens, srv_buf *out);

@@ -216,8 +216,44 @@ static void test_fuzz(void)
     CHECK(total > 1000 && accepted > 0);
 }
 
+/* The per-token string escaper writes exactly what jansson writes. */
+static void test_escape(void)
+{
+    const char *cases[] = {"plain", "", "q\"uote\\back/slash", "\n\r\t\b\f\x01\x1f\x7f",
+                           "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe4\xb8\xad"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *j = json_string(cases[i]);
+        srv_buf a, b;
+        srv_buf_init(&a);
+        srv_buf_init(&b);
+        srv_json_append(&a, j);
+        srv_json_append_string(&b, cases[i], strlen(cases[i]));
+        CHECK_MSG(!strcmp(srv_buf_str(&a), srv_buf_str(&b)), "%s vs %s", srv_buf_str(&a), srv_buf_str(&b));
+        srv_buf_free(&a);
+        srv_buf_free(&b);
+        json_decref(j);
+    }
+    /* The fast streamed delta equals the one built with jansson. */
+    srv_reply r;
+    CHECK(srv_reply_init(&r, SRV_API_CHAT, 1, 0, "m\x01tern-delta\x01") == 0);
+    srv_buf fast;
+    srv_buf_init(&fast);
+    CHECK(srv_reply_delta(&r, "x \"\xc3\xa9\n", "", &fast) == 0);
+    json_t *ev = json_loads(srv_buf_str(&fast) + 6, 0, NULL);
+    CHECK(ev && !strcmp(json_string_value(json_object_get(json_object_get(json_array_get(
+                  json_object_get(ev, "choices"), 0), "delta"), "content")), "x \"\xc3\xa9\n"));
+    CHECK(ev && !strcmp(json_string_value(json_object_get(ev, "model")), "m\x01tern-delta\x01"));
+    json_decref(ev);
+    srv_buf_clear(&fast);
+    CHECK(srv_reply_delta(&r, "", "think", &fast) == 0 && strstr(srv_buf_str(&fast), "\"reasoning\": \"think\"}"));
+    CHECK(!strncmp(srv_buf_str(&fast), "data: {", 7) && !strcmp(srv_buf_str(&fast) + fast.len - 2, "\n\n"));
+    srv_buf_free(&fast);
+    srv_reply_free(&r);
+}
+
 int main(void)
 {
+    test_escape();
     srv_defaults_init(&D);
     D.vocab_size = 8192;
     test_valid();
