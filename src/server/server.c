@@ -136,11 +136,13 @@ tern_status tern_server_run(const tern_server_opts *o)
         free(c);
         return st;
     }
-    fprintf(stderr, "INFO:tern.serve:serving %s on http://%s:%d (context %d, queue %d)\n", c->model_id, o->host,
-            o->port, c->max_context, o->queue_size);
+    if (c->log_level <= 1)
+        fprintf(stderr, "INFO:tern.serve:serving %s on http://%s:%d (context %d, queue %d)\n", c->model_id, o->host,
+                o->port, c->max_context, o->queue_size);
     int sig = 0;
     sigwait(&set, &sig);
-    fprintf(stderr, "INFO:tern.serve:%s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (c->log_level <= 1)
+        fprintf(stderr, "INFO:tern.serve:%s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     srv_http_quiesce(h);
     atomic_store(&c->stopping, 1);
     /* Ends the running generation (its reply completes), answers waiting ones
