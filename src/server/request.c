@@ -10,6 +10,7 @@
 
 /* Bounds on what a client may send, whatever the body cap. */
 #define MAX_STOP_SEQS    64
+#define MAX_STOP_BYTES   1024   /* per stop string: the matcher's hold-back work grows with it */
 #define MAX_BIAS_ENTRIES 4096
 #define MAX_MESSAGES     100000
 
@@ -170,6 +171,7 @@ static tern_status parse_stop(const json_t *b, srv_request *r)
     if (!v || json_is_null(v)) return TERN_OK;
     if (json_is_string(v)) {
         if (!json_string_length(v)) return TERN_OK;
+        if (json_string_length(v) > MAX_STOP_BYTES) return bad("stop strings must be at most 1024 bytes long");
         r->stop = calloc(1, sizeof *r->stop);
         if (!r->stop || !(r->stop[0] = strdup(json_string_value(v)))) return tern_error(TERN_E_NOMEM, "out of memory");
         r->n_stop = 1;
@@ -183,6 +185,7 @@ static tern_status parse_stop(const json_t *b, srv_request *r)
     json_array_foreach((json_t *)v, i, e) {
         if (!json_is_string(e)) return bad("stop must be a string or a list of at most 64 strings");
         if (!json_string_length(e)) continue;
+        if (json_string_length(e) > MAX_STOP_BYTES) return bad("stop strings must be at most 1024 bytes long");
         if (!(r->stop[r->n_stop] = strdup(json_string_value(e)))) return tern_error(TERN_E_NOMEM, "out of memory");
         r->n_stop++;
     }

@@ -86,6 +86,11 @@ static void test_errors(void)
     E("\"stop\":[1]", "stop must be a string or a list");
     E("\"tools\":{}", "tools must be a list");
 #undef E
+    {
+        char big[2200];
+        snprintf(big, sizeof big, "{%s,\"stop\":[\"%01100d\"]}", msgs, 0);
+        expect_error(SRV_API_CHAT, big, "stop strings must be at most 1024 bytes long");
+    }
     expect_error(SRV_API_CHAT, "{\"messages\":[", "Invalid JSON in request body");
     expect_error(SRV_API_CHAT, "[1,2]", "Request body must be a JSON object");
     expect_error(SRV_API_CHAT, "{}", "Request did not contain messages");
