@@ -202,6 +202,8 @@ tern_status srv_http_start(const char *host, int port, size_t max_body, int verb
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                            /* One thread per connection: bound them. */
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &h->verbose,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
