@@ -231,7 +231,8 @@ static void job_run(srv_job *base)
         .logprobs = g.lp && json_array_size(g.lp) ? json_pack("{s:O}", "content", g.lp) : NULL,
         .finish = finish_reason(&g, calls, &stats),
         .prompt_tokens = j->n_ids,
-        .completion_tokens = stats.generated_tokens,
+        /* mlx_lm.server counts the end-of-sequence token it stopped on. */
+        .completion_tokens = stats.generated_tokens + (stats.finish == TERN_FINISH_EOS),
         .cached_tokens = stats.cached_tokens,
     };
     /* Anthropic reports which stop sequence ended the reply. */

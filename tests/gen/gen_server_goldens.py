@@ -38,6 +38,14 @@ REQUESTS = [
     ("chat_top_logprobs", "/v1/chat/completions",
      {"messages": CHAT, "max_tokens": 6, "logprobs": True, "top_logprobs": 3}),
     ("chat_max_completion_tokens", "/v1/chat/completions", {"messages": CHAT, "max_completion_tokens": 5}),
+    ("chat_tools", "/v1/chat/completions", {"messages": CHAT, "max_tokens": 16, "tools": [
+        {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+            "a": {"type": "number"}, "b": {"type": "number"}}}}}]}),
+    ("chat_logit_bias", "/v1/chat/completions", {"messages": CHAT, "max_tokens": 16, "logit_bias": {"15": 3.5}}),
+    ("chat_repetition_penalty", "/v1/chat/completions",
+     {"messages": CHAT2, "max_tokens": 32, "repetition_penalty": 1.3, "repetition_context_size": 16}),
+    ("text_presence_frequency", "/v1/completions",
+     {"prompt": "def fibonacci(n):", "max_tokens": 32, "presence_penalty": 0.8, "frequency_penalty": 0.4}),
     ("text", "/v1/completions", {"prompt": "def fibonacci(n):", "max_tokens": 40}),
     ("text_stream", "/v1/completions", {"prompt": "import numpy as np\n\n\ndef", "max_tokens": 24, "stream": True}),
     ("text_stop", "/v1/completions", {"prompt": "class Stack:\n", "max_tokens": 48, "stop": "def "}),
