@@ -326,7 +326,7 @@ tern_status srv_request_parse(srv_api api, const char *body, size_t len,
                               err.text, err.line, err.column);
     if (!json_is_object(b)) {
         json_decref(b);
-        return bad("Request body must be a JSON object");
+        return bad("Request should be a JSON dictionary");
     }
     if (api == SRV_API_ANTHROPIC) {
         json_t *chat = NULL;

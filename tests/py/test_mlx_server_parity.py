@@ -84,12 +84,10 @@ STATUS = {
 }
 # mlx_lm messages that are Python exception texts, not a message of its own.
 PYTHON_MESSAGES = {"err_empty_messages", "err_messages_not_list", "err_content_not_string"}
-# mlx_lm messages tern words differently although mlx_lm's are its own (reported, not deliberate).
-KNOWN_MESSAGE_DIFFS = {
-    "err_not_object": 'tern says "Request body must be a JSON object"; mlx_lm "Request should be a JSON dictionary"',
-}
+# mlx_lm messages tern words differently although mlx_lm's are its own.
+KNOWN_MESSAGE_DIFFS = {}
 # Requests whose generation ends with the end-of-sequence token: mlx_lm counts that
-# token in usage.completion_tokens, tern does not (reported; see test_eos_completion_tokens).
+# token in usage.completion_tokens, and so must tern (see test_eos_completion_tokens).
 EOS_ID = json.loads((MODEL / "config.json").read_text())["eos_token_id"]
 EOS_CASES = {n for n, g in LIBRARY.items() if g["ids"] and g["ids"][-1] == EOS_ID}
 
@@ -396,8 +394,6 @@ def test_non_stream(replies, name):
 
 
 @pytest.mark.parametrize("name", sorted(EOS_CASES))
-@pytest.mark.xfail(reason="tern leaves the end-of-sequence token out of usage.completion_tokens; "
-                          "mlx_lm.server counts it", strict=False)
 def test_eos_completion_tokens(replies, name):
     case = CASES[name]
     if "events" in case:

@@ -54,7 +54,7 @@ def test_bad_bodies(srv):
     assert status == 400 and body["error"]["message"].startswith("Invalid JSON in request body")
     assert body["error"]["type"] == "invalid_request_error"
     status, body = srv.post("/v1/chat/completions", b"[1, 2]")
-    assert status == 400 and body["error"]["message"] == "Request body must be a JSON object"
+    assert status == 400 and body["error"]["message"] == "Request should be a JSON dictionary"
     status, body = srv.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": "ten"})
     assert status == 400 and body["error"]["message"] == "max_tokens must be of type int"
     status, body = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]})

@@ -92,7 +92,7 @@ static void test_errors(void)
         expect_error(SRV_API_CHAT, big, "stop strings must be at most 1024 bytes long");
     }
     expect_error(SRV_API_CHAT, "{\"messages\":[", "Invalid JSON in request body");
-    expect_error(SRV_API_CHAT, "[1,2]", "Request body must be a JSON object");
+    expect_error(SRV_API_CHAT, "[1,2]", "Request should be a JSON dictionary");
     expect_error(SRV_API_CHAT, "{}", "Request did not contain messages");
     expect_error(SRV_API_CHAT, "{\"messages\":[]}", "messages must be a non-empty list");
     expect_error(SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
