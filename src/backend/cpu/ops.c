@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "backend/cpu/isa.h"
+#include "backend/cpu/vec.h"
 
 void tern_cpu_to_f32(const void *src, tern_dtype dt, long n, float *dst)
 {
@@ -25,22 +26,12 @@ static float weight_at(const void *w, tern_dtype dt, int i)
     return tern_f16_to_f32(((const uint16_t *)w)[i]);
 }
 
-float tern_cpu_dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-    for (int l = 0; i < n; i++, l++) acc[l] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 void tern_cpu_rmsnorm(const float *x, float *y, int n, int d, const void *w, tern_dtype wdt, float eps)
 {
     for (int r = 0; r < n; r++) {
         const float *xr = x + (long)r * d;
         float *yr = y + (long)r * d;
-        float ss = tern_cpu_dot(xr, xr, d);
+        float ss = tern_vec_dot_f32(xr, xr, d);
         float inv = 1.0f / sqrtf(ss / (float)d + eps);
         for (int i = 0; i < d; i++) yr[i] = (xr[i] * inv) * weight_at(w, wdt, i);
     }

@@ -36,7 +36,4 @@ void tern_cpu_softmax(float *x, int n);
 void tern_cpu_softmax_avx512(float *x, int n);
 void tern_cpu_silu_mul_avx512(float *g, const float *u, long count);
 
-/* Fixed-order float32 dot product (8 partial sums, then a fixed tree). */
-float tern_cpu_dot(const float *a, const float *b, int n);
-
 #endif
