@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/readall.h"
 #include "tern/chat_template.h"
 
 static void usage(FILE *f)
@@ -20,26 +21,9 @@ static char *slurp(const char *path)
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
         return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (len + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
+    char *buf = tern_read_all(f);
     if (f != stdin)
         fclose(f);
-    if (buf)
-        buf[len] = 0;
     return buf;
 }
 

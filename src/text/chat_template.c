@@ -3,6 +3,8 @@
  * tools, documents, add_generation_prompt, the special tokens, extra kwargs). */
 #include "tern/chat_template.h"
 
+#include "core/readall.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,31 +116,8 @@ static char *read_file(const char *path, int *missing)
     *missing = !f;
     if (!f)
         return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (cap - len - 1 == 0) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int bad = ferror(f);
+    char *buf = tern_read_all(f);
     fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = 0;
     return buf;
 }
 
