@@ -24,14 +24,14 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *extra, model=None):
+    def __init__(self, *extra, model=None, env=None):
         if not TERN.exists():
             pytest.fail(f"{TERN} is missing: run make first")
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [str(TERN), "serve", "--model", str(model or MODEL), "--port", str(self.port), *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -54,18 +54,14 @@ import http.client
 import json
 import os
 import pathlib
-import signal
-import socket
-import subprocess
 import tempfile
-import time
 
 import pytest
 
 from f32_model import make_f32_copy
+from server_harness import TERN, Server
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TERN = pathlib.Path(os.environ.get("TERN_SERVE_BIN", ROOT / "build" / "tern"))
 MODEL = ROOT / "models" / "tern-demo-code-17m"
 GOLDEN = ROOT / "tests" / "goldens" / "mlx_server"
 CASES = json.loads((GOLDEN / "responses.json").read_text())["responses"]
@@ -84,49 +80,17 @@ STATUS = {
 }
 # mlx_lm messages that are Python exception texts, not a message of its own.
 PYTHON_MESSAGES = {"err_empty_messages", "err_messages_not_list", "err_content_not_string"}
-# mlx_lm messages tern words differently although mlx_lm's are its own.
-KNOWN_MESSAGE_DIFFS = {}
 # Requests whose generation ends with the end-of-sequence token: mlx_lm counts that
 # token in usage.completion_tokens, and so must tern (see test_eos_completion_tokens).
 EOS_ID = json.loads((MODEL / "config.json").read_text())["eos_token_id"]
 EOS_CASES = {n for n, g in LIBRARY.items() if g["ids"] and g["ids"][-1] == EOS_ID}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class TernServer(Server):
+    """`tern serve` on the float32 copy, at its default precision."""
 
-
-class TernServer:
     def __init__(self, model_dir):
-        if not TERN.exists():
-            pytest.fail(f"{TERN} is missing: run make first")
-        self.model_dir = model_dir
-        self.port = free_port()
-        self.log = tempfile.TemporaryFile()
-        env = {k: v for k, v in os.environ.items() if k != "TERN_PRECISION"}
-        self.proc = subprocess.Popen([str(TERN), "serve", "--model", str(model_dir), "--port", str(self.port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 60
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail(f"tern serve exited early:\n{self.output()}")
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            if time.time() > deadline:
-                self.stop()
-                pytest.fail("tern serve did not come up")
-            time.sleep(0.1)
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
+        super().__init__(model=model_dir, env={k: v for k, v in os.environ.items() if k != "TERN_PRECISION"})
 
     def send(self, case):
         """Replays one recorded request; returns (status, content type, raw body text)."""
@@ -141,16 +105,6 @@ class TernServer:
             return r.status, r.getheader("Content-Type"), r.read().decode()
         finally:
             c.close()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="module")
@@ -313,9 +267,6 @@ def test_error_body(replies, name):
         if name == "err_max_tokens_bool":
             assert err["message"] == "max_tokens must be of type int"
         return
-    if name in KNOWN_MESSAGE_DIFFS:
-        if err["message"] != theirs:
-            pytest.xfail(KNOWN_MESSAGE_DIFFS[name])
     if theirs.startswith("Invalid JSON in request body:"):
         # The parser's own words after the prefix differ (Python json vs jansson).
         assert err["message"].startswith("Invalid JSON in request body:"), err
