@@ -14,24 +14,15 @@ import argparse
 import http.client
 import json
 import os
-import pathlib
 import platform
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-TERN = ROOT / "build" / "tern"
+from serve_util import ROOT, TERN, start_server
 PROMPT = "import numpy as np\nimport torch\n\n\nclass Trainer:\n    def __init__(self, model, optimizer):\n"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stream(port, body):
@@ -91,16 +82,8 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"machine: {cpu}, {os.cpu_count()} cpus, {platform.system()}; threads={a.threads or 'all'}")
 
-    port = free_port()
-    srv = subprocess.Popen([str(TERN), "serve", "--model", a.model, "--port", str(port), "--log-level", "WARNING"]
-                           + (["--threads", str(a.threads)] if a.threads else []))
+    srv, port = start_server(a.model, a.threads)
     try:
-        for _ in range(600):
-            try:
-                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/health")
-                break
-            except OSError:
-                time.sleep(0.1)
         # EOS never ends the served run early (the engine side uses --ignore-eos).
         body = {"prompt": PROMPT, "max_tokens": a.tokens, "logit_bias": {"8187": -1000, "8185": -1000}}
         stream(port, {**body, "max_tokens": 8})  # warm-up

@@ -12,24 +12,14 @@ exit status 0 on pass, 1 on failure.
 import argparse
 import http.client
 import json
-import pathlib
 import random
 import signal
-import socket
-import subprocess
 import threading
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-TERN = ROOT / "build" / "tern"
+from serve_util import ROOT, start_server
 PROMPTS = ["Write a function that adds two numbers.", "Parse a CSV file and print each row.",
            "Implement binary search in Python.", "class LinkedList:", "def quicksort(xs):"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_kib(pid):
@@ -79,15 +69,7 @@ def main():
     ap.add_argument("--duration", type=float, default=120)
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
-    port = free_port()
-    srv = subprocess.Popen([str(TERN), "serve", "--model", a.model, "--port", str(port), "--queue-size", "64",
-                            "--log-level", "WARNING"] + (["--threads", str(a.threads)] if a.threads else []))
-    for _ in range(600):
-        try:
-            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/health")
-            break
-        except OSError:
-            time.sleep(0.1)
+    srv, port = start_server(a.model, a.threads, "--queue-size", "64")
     start = time.time()
     stop_at = start + a.duration
     counts = {"ok": 0, "fail": 0}
