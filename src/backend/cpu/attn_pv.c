@@ -3,18 +3,15 @@
 #include <string.h>
 
 #include "backend/cpu/isa.h"
+#include "backend/cpu/vec.h"
 
-static void pv_portable(const float *p, long ldp, const int *len, int M, const float *V, int hd, float *out,
-                        long ldo)
+/* Other ISAs: one dispatched axpy per key (vec.h), in key order. */
+static void pv_axpy(const float *p, long ldp, const int *len, int M, const float *V, int hd, float *out, long ldo)
 {
     for (int q = 0; q < M; q++) {
         float *o = out + q * ldo;
         memset(o, 0, (size_t)hd * sizeof *o);
-        for (int j = 0; j < len[q]; j++) {
-            float w = p[q * ldp + j];
-            const float *v = V + (long)j * hd;
-            for (int d = 0; d < hd; d++) o[d] += w * v[d];
-        }
+        for (int j = 0; j < len[q]; j++) tern_vec_axpy_f32(o, p[q * ldp + j], V + (long)j * hd, hd);
     }
 }
 
@@ -23,5 +20,5 @@ void tern_attn_pv(const float *p, long ldp, const int *len, int M, const float *
     if (tern_cpu_isa_active() == TERN_CPU_ISA_AVX512)
         tern_attn_pv_avx512(p, ldp, len, M, V, hd, out, ldo);
     else
-        pv_portable(p, ldp, len, M, V, hd, out, ldo);
+        pv_axpy(p, ldp, len, M, V, hd, out, ldo);
 }
