@@ -24,6 +24,7 @@ typedef struct tern_fwd_ws {
     int cap;               /* tokens the buffers hold */
     int T;                 /* new tokens in the current batch */
     int *pos;              /* [T] absolute position of each token */
+    float *rope;           /* [T, rope_dim] cos and sin per token, shared by all layers */
     float *x, *h;          /* [T, H] residual stream, normed copy */
     float *q, *k, *v, *att;/* [T, qd], [T, kvd], [T, kvd], [T, qd] */
     float *g, *u;          /* [T, max(ffn, moe_ffn)] */
@@ -38,7 +39,7 @@ typedef struct tern_fwd_ws {
 void tern_fwd_ws_free(scratch *s)
 {
     if (!s) return;
-    free(s->pos); free(s->x); free(s->h); free(s->q); free(s->k); free(s->v); free(s->att);
+    free(s->pos); free(s->rope); free(s->x); free(s->h); free(s->q); free(s->k); free(s->v); free(s->att);
     free(s->g); free(s->u); free(s->moe_y); free(s->router); free(s->sel); free(s->sel_w);
     free(s->gather); free(s->gx);
     free(s);
@@ -53,6 +54,7 @@ static tern_status ws_alloc(const tern_model_config *c, int T, scratch **out)
     size_t f = (size_t)c->ffn > (size_t)c->moe_ffn ? (size_t)c->ffn : (size_t)c->moe_ffn;
     s->cap = T;
     s->pos = malloc(t * sizeof *s->pos);
+    s->rope = malloc(t * (size_t)c->rope_dim * sizeof(float));
     s->x = malloc(t * H * sizeof(float));
     s->h = malloc(t * H * sizeof(float));
     s->q = malloc(t * qd * sizeof(float));
@@ -61,7 +63,7 @@ static tern_status ws_alloc(const tern_model_config *c, int T, scratch **out)
     s->att = malloc(t * qd * sizeof(float));
     s->g = malloc(t * f * sizeof(float));
     s->u = malloc(t * f * sizeof(float));
-    int ok = s->pos && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
+    int ok = s->pos && s->rope && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
     if (ok && c->arch == TERN_ARCH_QWEN3_MOE) {
         /* A token picks distinct experts, so one expert gets at most T rows. */
         size_t k = (size_t)c->n_experts_per_tok;
@@ -236,8 +238,8 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
         tern_cpu_rmsnorm(s->q, s->q, T * c->n_heads, hd, L->q_norm.data, L->q_norm.dt, c->rms_eps);
         tern_cpu_rmsnorm(s->k, s->k, T * c->n_kv_heads, hd, L->k_norm.data, L->k_norm.dt, c->rms_eps);
     }
-    tern_cpu_rope(s->q, T, c->n_heads, hd, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor);
-    tern_cpu_rope(s->k, T, c->n_kv_heads, hd, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor);
+    tern_cpu_rope(s->q, T, c->n_heads, hd, c->rope_dim, s->rope);
+    tern_cpu_rope(s->k, T, c->n_kv_heads, hd, c->rope_dim, s->rope);
 
     tern_kv_layer *kl = tern_kv_layer_at(kv, l);
     tern_attn_row rows[b->n_rows > 0 ? b->n_rows : 1];
@@ -321,6 +323,7 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
             tern_cpu_to_f32(row, m->embed.dt, c->hidden, s->x + (long)t * c->hidden);
         }
     }
+    tern_cpu_rope_table(T, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor, s->rope);
     int l = 0;
     for (; l < c->n_layers; l++) {
         if ((st = attention_block(m, kv, b, l, s))) break;

@@ -37,20 +37,32 @@ void tern_cpu_rmsnorm(const float *x, float *y, int n, int d, const void *w, ter
     }
 }
 
-void tern_cpu_rope(float *x, int n, int n_heads, int head_dim, int rope_dim, const int *pos,
-                   const float *inv_freq, float attn_factor)
+void tern_cpu_rope_table(int n, int rope_dim, const int *pos, const float *inv_freq, float attn_factor,
+                         float *cs)
 {
     int half = rope_dim / 2;
     for (int t = 0; t < n; t++) {
         float p = (float)pos[t];
+        float *c = cs + (long)t * rope_dim;
         for (int i = 0; i < half; i++) {
             float ang = p * inv_freq[i];
-            float c = cosf(ang) * attn_factor, s = sinf(ang) * attn_factor;
-            for (int h = 0; h < n_heads; h++) {
-                float *v = x + ((long)t * n_heads + h) * head_dim;
+            c[i] = cosf(ang) * attn_factor;
+            c[half + i] = sinf(ang) * attn_factor;
+        }
+    }
+}
+
+void tern_cpu_rope(float *x, int n, int n_heads, int head_dim, int rope_dim, const float *cs)
+{
+    int half = rope_dim / 2;
+    for (int t = 0; t < n; t++) {
+        const float *c = cs + (long)t * rope_dim, *s = c + half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((long)t * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
                 float a = v[i], b = v[i + half];
-                v[i] = a * c - b * s;
-                v[i + half] = b * c + a * s;
+                v[i] = a * c[i] - b * s[i];
+                v[i + half] = b * c[i] + a * s[i];
             }
         }
     }

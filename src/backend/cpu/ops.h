@@ -13,11 +13,14 @@
  * y may alias x. */
 void tern_cpu_rmsnorm(const float *x, float *y, int n, int d, const void *w, tern_dtype wdt, float eps);
 
+/* Writes cos and sin of pos[t] * inv_freq[i], each times attn_factor, for
+ * n tokens: cs[t] = [cos[0..half), sin[0..half)], half = rope_dim / 2. */
+void tern_cpu_rope_table(int n, int rope_dim, const int *pos, const float *inv_freq, float attn_factor,
+                         float *cs);
+
 /* Rotates the first rope_dim dims of each head of x [n, n_heads*head_dim]
- * (rotate-half pairing i <-> i + rope_dim/2) by angle pos[t] * inv_freq[i];
- * cos and sin are multiplied by attn_factor. */
-void tern_cpu_rope(float *x, int n, int n_heads, int head_dim, int rope_dim, const int *pos,
-                   const float *inv_freq, float attn_factor);
+ * (rotate-half pairing i <-> i + rope_dim/2) with the table above. */
+void tern_cpu_rope(float *x, int n, int n_heads, int head_dim, int rope_dim, const float *cs);
 
 /* g[i] = silu(g[i]) * u[i] for count elements. */
 void tern_cpu_silu_mul(float *g, const float *u, long count);
