@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 int cli_parse_ids(const char *s, int32_t **ids, int *n)
 {
@@ -86,9 +85,3 @@ const char *cli_value(int argc, char **argv, int i)
     return argv[i + 1];
 }
 
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}

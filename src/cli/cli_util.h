@@ -13,6 +13,5 @@ int cli_float(const char *opt, const char *v, float *out);
 int cli_u64(const char *opt, const char *v, uint64_t *out);
 /* Returns argv[i+1] or prints "option needs a value" and returns NULL. */
 const char *cli_value(int argc, char **argv, int i);
-double cli_now(void);
 
 #endif

@@ -16,6 +16,7 @@
 #include "backend/cpu/isa.h"
 #include "backend/cpu/stream_triad.h"
 #include "cli/cli_util.h"
+#include "core/clock.h"
 #include "core/threadpool.h"
 #include "model/forward.h"
 #include "tern/model.h"
@@ -37,10 +38,10 @@ static tern_status prefill_once(tern_model *m, const int32_t *ids, int P, double
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
     if (!(st = tern_kv_row_add(kv, &row))) {
-        double t0 = cli_now();
+        double t0 = tern_now();
         tern_batch b = {1, &row, &P, ids, NULL};
         st = tern_forward(m, kv, &b, logits, NULL);
-        *secs = cli_now() - t0;
+        *secs = tern_now() - t0;
     }
     free(logits);
     tern_kv_free(kv);
@@ -59,14 +60,14 @@ static tern_status decode_once(tern_model *m, int32_t first, int G, double *secs
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
     if ((st = tern_kv_row_add(kv, &row))) goto done;
     int32_t tok = first;
-    double t0 = cli_now();
+    double t0 = tern_now();
     for (int i = 0; i < G; i++) {
         tern_batch d = {1, &row, &one, &tok, NULL};
         if ((st = tern_forward(m, kv, &d, logits, NULL))) goto done;
         tok = 0;
         for (int v = 1; v < V; v++) if (logits[v] > logits[tok]) tok = v;
     }
-    *secs = cli_now() - t0;
+    *secs = tern_now() - t0;
 done:
     free(logits);
     tern_kv_free(kv);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "tern/tokenizer.h"
 
 static void usage(FILE *f)
@@ -20,13 +21,6 @@ static void usage(FILE *f)
                "  --jsonl       reads {\"text\": ..., \"add_special\": bool} lines from stdin and\n"
                "                writes {\"ids\": [...]} lines ({\"error\": ...} for a bad line)\n"
                "  --time        with --jsonl: print the encode time to stderr\n");
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void print_error_line(const char *msg)
@@ -60,10 +54,10 @@ static int run_jsonl(const tern_tokenizer *t, int timing)
         }
         int32_t *ids = NULL;
         int nid = 0;
-        double t0 = now();
+        double t0 = tern_now();
         tern_status st = tern_tokenizer_encode(t, json_string_value(txt), json_string_length(txt),
                                                json_is_boolean(as) ? json_is_true(as) : 1, &ids, &nid);
-        spent += now() - t0;
+        spent += tern_now() - t0;
         bytes += json_string_length(txt);
         json_decref(o);
         if (st) { print_error_line(tern_last_error()); rc = 1; continue; }
@@ -100,12 +94,12 @@ int tern_cmd_tokenize(int argc, char **argv)
     }
     if (!model || (!text && !jsonl) || (text && jsonl)) { usage(stderr); return 2; }
     tern_tokenizer *t;
-    double t0 = now();
+    double t0 = tern_now();
     if (tern_tokenizer_load(model, &t)) {
         fprintf(stderr, "tern tokenize: %s\n", tern_last_error());
         return 1;
     }
-    if (timing) fprintf(stderr, "load: %.6f s\n", now() - t0);
+    if (timing) fprintf(stderr, "load: %.6f s\n", tern_now() - t0);
     int rc = 0;
     if (jsonl) rc = run_jsonl(t, timing);
     else {

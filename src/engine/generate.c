@@ -6,9 +6,9 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tern/sampler.h"
+#include "core/clock.h"
 #include "model/forward.h"
 
 enum { MAX_TOP_LOGPROBS = 20 };
@@ -19,13 +19,6 @@ void tern_generate_opts_default(tern_generate_opts *o)
     o->max_tokens = 256;
     o->prefill_chunk = 2048;
     tern_sampling_params_default(&o->sampling);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int is_eos(const tern_model *m, const tern_generate_opts *o, int32_t t)
@@ -82,7 +75,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
     memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
     if ((st = tern_model_kv_create(m, 1, (int)total, &kv)) || (st = tern_kv_row_add(kv, &row))) goto done;
 
-    double t0 = now(), t_first = t0;
+    double t0 = tern_now(), t_first = t0;
     if ((st = prefill(m, kv, row, prompt, n_prompt, chunk, logits))) goto done;
     int n_hist = n_prompt;
     stats->finish = TERN_FINISH_LENGTH;
@@ -98,7 +91,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
         /* The sampler scribbles on its input; keep lp for the chosen logprob. */
         memcpy(logits, lp, (size_t)V * sizeof *lp);
         if ((st = tern_sample_logprobs(&o->sampling, logits, V, (uint64_t)step, &tok))) goto done;
-        if (step == 0) t_first = now();
+        if (step == 0) t_first = tern_now();
         if (!o->ignore_eos && is_eos(m, o, tok)) { stats->finish = TERN_FINISH_EOS; break; }
         hist[n_hist++] = tok;
         stats->generated_tokens++;
@@ -112,7 +105,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
         if ((st = tern_forward(m, kv, &b, logits, NULL))) goto done;
     }
     stats->prefill_seconds = t_first - t0;
-    stats->decode_seconds = now() - t_first;
+    stats->decode_seconds = tern_now() - t_first;
 done:
     free(logits);
     free(lp);

@@ -1,7 +1,7 @@
 #include "backend/cpu/stream_triad.h"
+#include "core/clock.h"
 
 #include <stdlib.h>
-#include <time.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -40,13 +40,6 @@ static void triad_task(void *arg, int task)
         a[i] = b[i] + s * c[i];
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double tern_cpu_stream_triad_gbps(tern_pool *pool, size_t bytes_per_array)
 {
     size_t n = bytes_per_array / sizeof(double);
@@ -63,9 +56,9 @@ double tern_cpu_stream_triad_gbps(tern_pool *pool, size_t bytes_per_array)
         tern_pool_run(pool, triad_task, &j, j.n_tasks);
         j.init = 0;
         for (int r = 0; r < TRIAD_REPS; r++) {
-            double t0 = now_s();
+            double t0 = tern_now();
             tern_pool_run(pool, triad_task, &j, j.n_tasks);
-            double dt = now_s() - t0;
+            double dt = tern_now() - t0;
             double gbps = dt > 0 ? 3.0 * (double)(n * sizeof(double)) / dt * 1e-9 : 0.0;
             if (gbps > best) best = gbps;
         }
