@@ -2,12 +2,17 @@
 compute): all-position logits within 1e-3 and the 24-token greedy
 continuation identical, for every fixture model tern supports."""
 import json
+import pathlib
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from conftest import ROOT, SHARED
+
+sys.path.insert(0, str(ROOT / "tests" / "gen"))
+from hf_layouts import make_hf_cache, make_sharded  # noqa: E402
 
 SUPPORTED = {"llama", "qwen2", "qwen3", "qwen3_moe"}
 
@@ -57,17 +62,22 @@ def test_unsupported_model_type_is_refused(tern_bin, tmp_path):
 
 
 def test_hf_cache_layout_and_inspect(tern_bin, tmp_path):
-    src = ROOT / "tests" / "fixtures" / "models" / "qwen3_tied"
-    rev = "0123456789abcdef0123456789abcdef01234567"
-    snap = tmp_path / "models--tern--tiny" / "snapshots" / rev
-    snap.mkdir(parents=True)
-    for f in src.iterdir():
-        (snap / f.name).symlink_to(f)
-    (tmp_path / "models--tern--tiny" / "refs").mkdir()
-    (tmp_path / "models--tern--tiny" / "refs" / "main").write_text(rev)
-    r = subprocess.run([tern_bin, "inspect", "--model", str(tmp_path / "models--tern--tiny")],
-                       check=True, capture_output=True, text=True)
+    snap = pathlib.Path(make_hf_cache(ROOT / "tests" / "fixtures" / "models" / "qwen3_tied", tmp_path))
+    entry = snap.parent.parent  # models--tern--tiny: resolved through refs/main
+    r = subprocess.run([tern_bin, "inspect", "--model", str(entry)], check=True, capture_output=True, text=True)
     assert "qwen3" in r.stdout and "tied embedding yes" in r.stdout
+
+
+def test_sharded_copy_matches_the_goldens(tern_bin, tmp_path):
+    src = ROOT / "tests" / "fixtures" / "models" / "qwen3_tied"
+    dst = make_sharded(src, str(tmp_path / "sharded"), 3)
+    g = json.loads((src / "golden.json").read_text())
+    out = tmp_path / "l.f32"
+    subprocess.run([tern_bin, "logits", "--model", str(dst), "--ids", ",".join(map(str, g["prompt"])), "--all",
+                    "--out", str(out), "--precision", "f32"], check=True)
+    got = np.fromfile(out, dtype=np.float32).reshape(g["logits_shape"])
+    want = np.fromfile(src / "golden_logits.f32", dtype=np.float32).reshape(g["logits_shape"])
+    assert np.abs(got - want).max() <= 1e-3
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 7])
