@@ -19,9 +19,17 @@ typedef enum {
     TERN_PRECISION_BF16         /* activations rounded to bf16 for bf16-weight products */
 } tern_precision;
 
+typedef enum {
+    TERN_WEIGHTS_DEFAULT = 0,   /* TERN_WEIGHTS env ("mapped" or "panels"), else panels */
+    TERN_WEIGHTS_PANELS,        /* matmul weights copied at load into a decode-friendly
+                                   panel layout in huge pages (more memory, faster decode) */
+    TERN_WEIGHTS_MAPPED         /* every weight read in place from the mmapped checkpoint */
+} tern_weights_mode;
+
 typedef struct {
     int n_threads;      /* compute threads; 0 = all online cores */
     tern_precision precision;
+    tern_weights_mode weights;
 } tern_model_opts;
 
 /* path: a model directory (config.json + safetensors) or a Hugging Face cache

@@ -101,7 +101,8 @@ static tern_status ws_get(tern_model *m, int T, scratch **out)
 
 static tern_status matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
 {
-    return tern_cpu_matmul(m->pool, m->act_mode, x, M, w->cols, w->data, w->dt, w->rows, y);
+    tern_mm_out out = {w->data, w->dt, w->rows, y, w->layout};
+    return tern_cpu_matmul_multi(m->pool, m->act_mode, x, M, w->cols, &out, 1);
 }
 
 static tern_status add_bias(float *y, int M, const tern_weight *b)
@@ -117,7 +118,8 @@ static tern_status add_bias(float *y, int M, const tern_weight *b)
 
 static tern_status mlp(tern_model *m, const tern_mlp *w, const float *h, int M, float *g, float *u, float *out)
 {
-    tern_mm_out gu[2] = {{w->gate.data, w->gate.dt, w->gate.rows, g}, {w->up.data, w->up.dt, w->up.rows, u}};
+    tern_mm_out gu[2] = {{w->gate.data, w->gate.dt, w->gate.rows, g, w->gate.layout},
+                         {w->up.data, w->up.dt, w->up.rows, u, w->up.layout}};
     tern_status st = tern_cpu_matmul_multi(m->pool, m->act_mode, h, M, w->gate.cols, gu, 2);
     if (st) return st;
     tern_cpu_silu_mul(g, u, (long)M * w->gate.rows);
@@ -228,9 +230,9 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
     int T = s->T, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     tern_status st;
     tern_cpu_rmsnorm(s->x, s->h, T, c->hidden, L->attn_norm.data, L->attn_norm.dt, c->rms_eps);
-    tern_mm_out qkv[3] = {{L->wq.data, L->wq.dt, L->wq.rows, s->q},
-                          {L->wk.data, L->wk.dt, L->wk.rows, s->k},
-                          {L->wv.data, L->wv.dt, L->wv.rows, s->v}};
+    tern_mm_out qkv[3] = {{L->wq.data, L->wq.dt, L->wq.rows, s->q, L->wq.layout},
+                          {L->wk.data, L->wk.dt, L->wk.rows, s->k, L->wk.layout},
+                          {L->wv.data, L->wv.dt, L->wv.rows, s->v, L->wv.layout}};
     if ((st = tern_cpu_matmul_multi(m->pool, m->act_mode, s->h, T, c->hidden, qkv, 3))) return st;
     if ((st = add_bias(s->q, T, &L->bq)) || (st = add_bias(s->k, T, &L->bk)) || (st = add_bias(s->v, T, &L->bv)))
         return st;

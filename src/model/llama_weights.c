@@ -12,12 +12,12 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
     int ndim = rows == 1 ? 1 : 2;
     if (rows == 1) dims[0] = cols;
     if (optional && !tern_tensors_find(m->tensors, name)) {
-        *w = (tern_weight){NULL, TERN_DT_F32, 0, 0};
+        *w = (tern_weight){NULL, TERN_DT_F32, 0, 0, TERN_WL_ROWS};
         return TERN_OK;
     }
     tern_status st = tern_tensors_expect(m->tensors, name, ndim, dims, &t);
     if (st) return tern_error_wrap(st, "%s", m->dir);
-    *w = (tern_weight){t->data, t->dtype, rows, cols};
+    *w = (tern_weight){t->data, t->dtype, rows, cols, TERN_WL_ROWS};
     m->weight_bytes += t->nbytes;
     return TERN_OK;
 }
@@ -86,6 +86,7 @@ tern_status tern_llama_bind_weights(tern_model *m)
     if ((st = bind(m, &m->final_norm, "model.norm.weight", 1, c->hidden, 0))) return st;
     if (c->tie_embeddings && !tern_tensors_find(m->tensors, "lm_head.weight")) {
         m->lm_head = m->embed;
+        m->head_is_embed = 1;
     } else if ((st = bind(m, &m->lm_head, "lm_head.weight", c->vocab, c->hidden, 0))) {
         return st;
     }

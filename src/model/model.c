@@ -2,6 +2,7 @@
  * bind them to the family's layers, start the thread pool. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "io/model_dir.h"
@@ -12,6 +13,13 @@ static tern_act_mode default_act_mode(void)
 {
     const char *p = getenv("TERN_PRECISION");
     return p && !strcmp(p, "f32") ? TERN_ACT_F32 : TERN_ACT_BF16;
+}
+
+static int want_panels(const tern_model_opts *opts)
+{
+    if (opts && opts->weights) return opts->weights == TERN_WEIGHTS_PANELS;
+    const char *p = getenv("TERN_WEIGHTS");
+    return !(p && !strcmp(p, "mapped"));
 }
 
 tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_model **out)
@@ -27,6 +35,7 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (!st) st = tern_pool_create(threads, &m->pool);
+    if (!st && want_panels(opts)) st = tern_model_pack_weights(m);
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();
     if (st) {
@@ -45,6 +54,7 @@ void tern_model_free(tern_model *m)
     tern_pool_free(m->pool);
     tern_fwd_ws_free(m->ws);
     pthread_mutex_destroy(&m->fwd_lock);
+    if (m->arena) munmap(m->arena, m->arena_bytes);
     tern_tensors_close(m->tensors);
     tern_config_clear(&m->cfg);
     free(m);
@@ -69,7 +79,7 @@ size_t tern_model_decode_bytes(const tern_model *m)
     size_t emb = (size_t)m->embed.rows * m->embed.cols * tern_dtype_size(m->embed.dt);
     /* The embedding table is gathered one row per token, except when tied,
      * where the head reads it whole. */
-    if (m->lm_head.data != m->embed.data) b -= emb;
+    if (!m->head_is_embed) b -= emb;
     return b;
 }
 

@@ -14,9 +14,10 @@
 /* A weight matrix [rows, cols] (= [N, K] of a matmul) or a vector (rows 1),
  * read in place from the mapping. data NULL = absent (optional tensors). */
 typedef struct {
-    const void *data;
+    const void *data;       /* borrowed: the checkpoint mapping or the model's panel arena */
     tern_dtype dt;
     int rows, cols;
+    tern_wlayout layout;    /* TERN_WL_ROWS as bound; panels after tern_model_pack_weights */
 } tern_weight;
 
 typedef struct {
@@ -42,10 +43,13 @@ struct tern_model {
     tern_layer *layers;             /* owned, cfg.n_layers */
     tern_weight embed;              /* [vocab, H] */
     tern_weight final_norm;         /* [H] */
-    tern_weight lm_head;            /* [vocab, H]; = embed when tied */
+    tern_weight lm_head;            /* [vocab, H]; = embed when tied (until packed) */
+    int head_is_embed;              /* lm_head was bound to the embedding table */
     tern_pool *pool;                /* owned */
     tern_act_mode act_mode;
     size_t weight_bytes;            /* every weight tensor bound */
+    void *arena;                    /* owned mapping: matmul weights in panels, or NULL */
+    size_t arena_bytes;
     /* Activation buffers kept between passes (llama.c); forward passes on
      * one model run one at a time under fwd_lock, as its pool requires. */
     pthread_mutex_t fwd_lock;
@@ -56,5 +60,9 @@ void tern_fwd_ws_free(struct tern_fwd_ws *ws);
 
 /* Binds the tensors of the llama/qwen family to m->layers (llama_weights.c). */
 tern_status tern_llama_bind_weights(struct tern_model *m);
+
+/* Moves every matmul weight of a bound model (not the input embedding) into
+ * m->arena in the panel layout, using m->pool (weights_pack.c). */
+tern_status tern_model_pack_weights(struct tern_model *m);
 
 #endif

@@ -1,6 +1,7 @@
 /* Batch invariance of the forward pass: rows run together give logits
  * bit-identical to each row run alone, in both precision modes, and
- * trimming a row then re-decoding gives the logits of a fresh run. */
+ * trimming a row then re-decoding gives the logits of a fresh run; the
+ * packed weight layout gives the logits of the weights read in place. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@ static float *alone(tern_model *m, const int32_t *ids, int n)
 
 static void check_model(const char *dir, tern_precision prec)
 {
-    tern_model_opts o = {2, prec};
+    tern_model_opts o = {2, prec, TERN_WEIGHTS_PANELS};
     tern_model *m;
     if (tern_model_load(dir, &o, &m) != TERN_OK) {
         CHECK_MSG(0, "%s", tern_last_error());
@@ -84,6 +85,21 @@ static void check_model(const char *dir, tern_precision prec)
     tern_batch e = {1, &rows[0], &one, &bad, NULL};
     CHECK(tern_forward(m, kv, &e, all, NULL) == TERN_E_RANGE);
     CHECK(tern_kv_offset(kv, rows[0]) == lens[0]);
+
+    /* The same model with its weights read in place from the mapping. */
+    tern_model_opts om = {1, prec, TERN_WEIGHTS_MAPPED};
+    tern_model *mm;
+    if (tern_model_load(dir, &om, &mm) == TERN_OK) {
+        for (int r = 0; r < 3; r++) {
+            float *got = alone(mm, ids[r], lens[r]);
+            CHECK_MSG(!memcmp(got, ref[r], (size_t)lens[r] * V * sizeof(float)),
+                      "%s row %d: mapped weights != panels", dir, r);
+            free(got);
+        }
+        tern_model_free(mm);
+    } else {
+        CHECK_MSG(0, "%s", tern_last_error());
+    }
 
     free(all);
     for (int r = 0; r < 3; r++) free(ref[r]);

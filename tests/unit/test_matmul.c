@@ -1,7 +1,8 @@
 /* tern_cpu_matmul against the scalar reference, for every ISA this CPU has,
- * every weight dtype and activation mode, on awkward shapes; and batch
+ * every weight dtype and activation mode, on awkward shapes; batch
  * invariance: each row computed inside a batch, alone, and with 1 or 2
- * threads must be bit-identical. */
+ * threads must be bit-identical; and the panel layout of the weights must
+ * give results bit-identical to the row-major weights. */
 #include "check.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/panel.h"
 #include "tern/status.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -54,6 +56,54 @@ static int close_to_ref(const float *y, const float *ref, const float *x, int M,
     return 1;
 }
 
+/* The panel copy of w, with its padding poisoned: a kernel that read the
+ * padding of a partial panel or chunk would change results. */
+static void *make_panels(const void *w, tern_dtype dt, int N, int K)
+{
+    size_t bytes = tern_cpu_panel_bytes(dt, N, K);
+    unsigned char *p = malloc(bytes);
+    tern_cpu_panel_pack(w, dt, N, K, p, 0, tern_panel_count(N));
+    size_t es = tern_dtype_size(dt);
+    unsigned char *real = calloc(bytes, 1);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            size_t o = (size_t)tern_panel_offset(K, n, k) * es;
+            if (memcmp(p + o, (const char *)w + ((size_t)n * K + (size_t)k) * es, es)) {
+                CHECK_MSG(0, "panel element (%d,%d) misplaced", n, k);
+                free(real);
+                return p;
+            }
+            memset(real + o, 1, es);
+        }
+    int pad_zero = 1;
+    for (size_t i = 0; i < bytes; i++)
+        if (!real[i]) {
+            pad_zero &= p[i] == 0;
+            p[i] = 0x7f;    /* NaN/Inf-ish in every dtype */
+        }
+    CHECK_MSG(pad_zero, "panel padding not zero (N=%d K=%d)", N, K);
+    free(real);
+    return p;
+}
+
+/* The product through the panel layouts equals the row-major one bit for bit. */
+static void check_panels(tern_pool *pool, tern_act_mode mode, tern_dtype dt, const float *x,
+                         int M, int K, int N, const void *w, const float *want)
+{
+    void *p = make_panels(w, dt, N, K);
+    float *y = malloc(sizeof(float) * (size_t)M * N);
+    for (int l = TERN_WL_PANELS; l <= TERN_WL_PANELS_HUGE; l++) {
+        tern_mm_out o = {p, dt, N, y, (tern_wlayout)l};
+        memset(y, 0, sizeof(float) * (size_t)M * N);
+        CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, &o, 1) == TERN_OK);
+        CHECK_MSG(memcmp(y, want, sizeof(float) * (size_t)M * N) == 0,
+                  "panels (layout %d) != rows: %s mode=%d %s M=%d K=%d N=%d", l,
+                  tern_cpu_isa_name(tern_cpu_isa_active()), mode, tern_dtype_name(dt), M, K, N);
+    }
+    free(y);
+    free(p);
+}
+
 static void check_shape(tern_pool *p1, tern_pool *p2, tern_act_mode mode, tern_dtype dt,
                         int M, int K, int N)
 {
@@ -81,6 +131,8 @@ static void check_shape(tern_pool *p1, tern_pool *p2, tern_act_mode mode, tern_d
     }
     CHECK_MSG(alone_ok, "row alone differs from batch: %s mode=%d %s M=%d K=%d N=%d", isa, mode,
               tern_dtype_name(dt), M, K, N);
+    check_panels(p2, mode, dt, x, M, K, N, w, y2);
+    check_panels(p1, mode, dt, x, 1, K, N, w, y2);
     /* the same rows in reverse order, as a batch of other neighbours */
     if (M > 1) {
         float *xr = malloc(sizeof(float) * (size_t)M * K), *yr = malloc(ybytes);
@@ -128,7 +180,7 @@ static void check_multi(tern_pool *pool, tern_act_mode mode, int M, int K)
     float *sep[4];
     for (int i = 0; i < 4; i++) {
         outs[i] = (tern_mm_out){make_weights(dts[i], ns[i], K), dts[i], ns[i],
-                                malloc(sizeof(float) * (size_t)M * ns[i])};
+                                malloc(sizeof(float) * (size_t)M * ns[i]), TERN_WL_ROWS};
         sep[i] = malloc(sizeof(float) * (size_t)M * ns[i]);
         CHECK(tern_cpu_matmul(pool, mode, x, M, K, outs[i].w, dts[i], ns[i], sep[i]) == TERN_OK);
     }
@@ -140,6 +192,8 @@ static void check_multi(tern_pool *pool, tern_act_mode mode, int M, int K)
         free(outs[i].y);
         free(sep[i]);
     }
+    outs[0].layout = (tern_wlayout)7;
+    CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, outs, 1) == TERN_E_INVALID);
     CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, outs, 0) == TERN_E_RANGE);
     CHECK(tern_cpu_matmul_multi(pool, mode, x, M, K, outs, TERN_MM_MAX_OUTS + 1) == TERN_E_RANGE);
     free(x);

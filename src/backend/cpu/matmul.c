@@ -5,6 +5,7 @@
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/matmul_kern.h"
+#include "backend/cpu/panel.h"
 
 /* Dispatch: one table per ISA (filled once), indexed by weight dtype; the
  * work is cut into blocks of rows of x by rows of w, one pool task each.
@@ -14,14 +15,14 @@
 
 /* Portable kernel: plain float32 dot product in k order. */
 static void portable_block(tern_dtype wdt, const float *x, long ldx, int M, int K,
-                           const void *w, int n0, int n1, float *y, long ldy)
+                           const void *w, int layout, int n0, int n1, float *y, long ldy)
 {
     for (int n = n0; n < n1; n++)
         for (int m = 0; m < M; m++) {
             const float *xr = x + m * ldx;
             float acc = 0.0f;
             for (int k = 0; k < K; k++) {
-                long i = (long)n * K + k;
+                long i = layout == TERN_WL_ROWS ? (long)n * K + k : tern_panel_offset(K, n, k);
                 float b;
                 if (wdt == TERN_DT_F32) b = ((const float *)w)[i];
                 else if (wdt == TERN_DT_BF16) b = tern_bf16_to_f32(((const uint16_t *)w)[i]);
@@ -32,22 +33,22 @@ static void portable_block(tern_dtype wdt, const float *x, long ldx, int M, int 
         }
 }
 
-static void portable_f32(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                         float *y, long ldy)
+static void portable_f32(const void *x, long ldx, int M, int K, const void *w, int layout,
+                         int n0, int n1, float *y, long ldy)
 {
-    portable_block(TERN_DT_F32, x, ldx, M, K, w, n0, n1, y, ldy);
+    portable_block(TERN_DT_F32, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
-static void portable_f16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                         float *y, long ldy)
+static void portable_f16(const void *x, long ldx, int M, int K, const void *w, int layout,
+                         int n0, int n1, float *y, long ldy)
 {
-    portable_block(TERN_DT_F16, x, ldx, M, K, w, n0, n1, y, ldy);
+    portable_block(TERN_DT_F16, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
-static void portable_bf16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                          float *y, long ldy)
+static void portable_bf16(const void *x, long ldx, int M, int K, const void *w, int layout,
+                          int n0, int n1, float *y, long ldy)
 {
-    portable_block(TERN_DT_BF16, x, ldx, M, K, w, n0, n1, y, ldy);
+    portable_block(TERN_DT_BF16, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
 /* bf16 rounding kept as float32 values (ISAs without bf16 arithmetic). */
@@ -87,6 +88,7 @@ typedef struct {
     int xsz;                /* bytes per element of x */
     int M, K, N;
     const void *w;
+    int layout;
     float *y;
     int mb, nb, n_mblk;
 } mm_job;
@@ -98,7 +100,7 @@ static void mm_task(void *arg, int t)
     int m1 = m0 + j->mb < j->M ? m0 + j->mb : j->M;
     int n1 = n0 + j->nb < j->N ? n0 + j->nb : j->N;
     j->fn(j->x + (size_t)m0 * (size_t)j->ldx * (size_t)j->xsz, j->ldx, m1 - m0, j->K, j->w,
-          n0, n1, j->y + (size_t)m0 * (size_t)j->N, j->N);
+          j->layout, n0, n1, j->y + (size_t)m0 * (size_t)j->N, j->N);
 }
 
 /* Rounding the activations of a large batch is cut into row blocks across
@@ -132,6 +134,7 @@ static int round_up(int v, int a)
  * blocks of x rows by w rows that stay resident in L2 while register tiles
  * reuse every loaded weight across several rows. */
 enum { MM_SMALL_M = 8, MM_MBLOCK = 48, MM_NALIGN = 24 };
+_Static_assert((int)MM_NALIGN % (int)TERN_PANEL_ROWS == 0, "blocks start at panel boundaries");
 
 static void mm_plan(mm_job *j, size_t wsz, int threads)
 {
@@ -185,6 +188,9 @@ tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const flo
         if (wdt != TERN_DT_F32 && wdt != TERN_DT_F16 && wdt != TERN_DT_BF16)
             return tern_error(TERN_E_UNSUPPORTED, "matmul: weight dtype %s not supported",
                               tern_dtype_name(wdt));
+        if (outs[i].layout != TERN_WL_ROWS && outs[i].layout != TERN_WL_PANELS &&
+            outs[i].layout != TERN_WL_PANELS_HUGE)
+            return tern_error(TERN_E_INVALID, "matmul: unknown weight layout %d", (int)outs[i].layout);
         if (mode == TERN_ACT_BF16 && wdt == TERN_DT_BF16) need_round = 1;
     }
     if (M == 0) return TERN_OK;
@@ -220,6 +226,7 @@ tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const flo
         j->K = K;
         j->N = outs[i].n;
         j->w = outs[i].w;
+        j->layout = (int)outs[i].layout;
         j->y = outs[i].y;
         if (mode == TERN_ACT_BF16 && outs[i].wdt == TERN_DT_BF16) {
             j->fn = tab->bf16act;
@@ -243,6 +250,6 @@ tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const flo
 tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
                             const void *w, tern_dtype wdt, int N, float *y)
 {
-    tern_mm_out out = {w, wdt, N, y};
+    tern_mm_out out = {w, wdt, N, y, TERN_WL_ROWS};
     return tern_cpu_matmul_multi(pool, mode, x, M, K, &out, 1);
 }

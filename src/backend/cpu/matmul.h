@@ -1,7 +1,8 @@
 /* Matrix products against checkpoint weights: y[M,N] = x[M,K] · W[N,K]^T.
  *
- * x and y are float32, row-major; W is row-major [N,K] in its stored dtype
- * (F32, F16 or BF16), read in place (it is usually an mmapped checkpoint).
+ * x and y are float32, row-major; W is [N,K] in its stored dtype (F32, F16
+ * or BF16), row-major (tern_cpu_matmul: read in place, usually an mmapped
+ * checkpoint) or in the panel layout of panel.h (tern_cpu_matmul_multi).
  * All pointers are borrowed. Accumulation is float32.
  *
  * Batch invariance: every y[m,n] is computed by the same sequence of
@@ -25,12 +26,23 @@ typedef enum {
 tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
                             const void *w, tern_dtype wdt, int N, float *y);
 
+/* How a weight matrix is laid out in memory. The layout never changes a
+ * result: each y[m, n] is computed by the same operations in every layout. */
+typedef enum {
+    TERN_WL_ROWS = 0,       /* row-major [N, K] (e.g. a checkpoint mapped in place) */
+    TERN_WL_PANELS,         /* panel layout (panel.h), ordinary pages: decode
+                               prefetches ahead in software */
+    TERN_WL_PANELS_HUGE     /* panel layout in huge pages: the hardware
+                               prefetcher keeps the stream going alone */
+} tern_wlayout;
+
 /* One output of tern_cpu_matmul_multi: y[M, n] = x . w[n, K]^T. */
 typedef struct {
-    const void *w;      /* borrowed, [n, K] row-major */
+    const void *w;      /* borrowed, [n, K] in the given layout */
     tern_dtype wdt;
     int n;
     float *y;           /* borrowed, [M, n] */
+    tern_wlayout layout;
 } tern_mm_out;
 
 enum { TERN_MM_MAX_OUTS = 8 };

@@ -6,8 +6,13 @@
  * TERN_ACT_BF16 mode the dispatcher hands this file activations already
  * rounded to bf16 values (held as float32), so the bf16 x bf16 product is
  * the float32-activation kernel on those values. Register tiles of MR rows
- * of x by NR rows of w never change the arithmetic of one element. */
+ * of x by NR rows of w and the weight layout never change the arithmetic of
+ * one element: weight (j, k) of a tile is read at element
+ * j*rs + (k / 32)*cs + k % 32 from the tile's start (rs = K, cs = 32
+ * row-major; rs = 32, cs = 384 in panels, which tiles never straddle). */
 #include "backend/cpu/matmul_kern.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/panel.h"
 
 #include <immintrin.h>
 
@@ -16,6 +21,14 @@
 #define KERN_INLINE static inline __attribute__((always_inline))
 
 enum { MR = 3, NR = 4 };
+
+_Static_assert((int)TERN_PANEL_ROWS % (int)NR == 0 && (int)TERN_PANEL_K % 8 == 0,
+               "tiles must not straddle panels");
+
+KERN_INLINE long k_off(int panels, long k)
+{
+    return panels ? (k / TERN_PANEL_K) * (TERN_PANEL_ROWS * TERN_PANEL_K) + k % TERN_PANEL_K : k;
+}
 
 KERN_INLINE float hsum8(__m256 v)
 {
@@ -58,9 +71,10 @@ KERN_INLINE __m256 load_x8_tail(const float *x, int n)
     return _mm256_loadu_ps(t);
 }
 
-KERN_INLINE void tile(tern_dtype wdt, int mr, int nr, const float *x, long ldx, int K,
+KERN_INLINE void tile(tern_dtype wdt, int panels, int mr, int nr, const float *x, long ldx, int K,
                       const void *w, float *y, long ldy)
 {
+    const long rs = panels ? TERN_PANEL_K : K;
     __m256 acc[MR][NR];
 #pragma GCC unroll 3
     for (int i = 0; i < MR; i++)
@@ -75,7 +89,7 @@ KERN_INLINE void tile(tern_dtype wdt, int mr, int nr, const float *x, long ldx, 
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             if (j >= nr) continue;
-            __m256 wv = load_w8(wdt, w, j * (long)K + k);
+            __m256 wv = load_w8(wdt, w, j * rs + k_off(panels, k));
 #pragma GCC unroll 3
             for (int i = 0; i < MR; i++)
                 if (i < mr) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
@@ -90,7 +104,7 @@ KERN_INLINE void tile(tern_dtype wdt, int mr, int nr, const float *x, long ldx, 
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             if (j >= nr) continue;
-            __m256 wv = load_w8_tail(wdt, w, j * (long)K + k, rem);
+            __m256 wv = load_w8_tail(wdt, w, j * rs + k_off(panels, k), rem);
 #pragma GCC unroll 3
             for (int i = 0; i < MR; i++)
                 if (i < mr) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
@@ -103,8 +117,8 @@ KERN_INLINE void tile(tern_dtype wdt, int mr, int nr, const float *x, long ldx, 
             if (i < mr && j < nr) y[i * ldy + j] = hsum8(acc[i][j]);
 }
 
-KERN_INLINE void block(tern_dtype wdt, const float *x, long ldx, int M, int K, const void *w,
-                       int n0, int n1, float *y, long ldy)
+KERN_INLINE void block(tern_dtype wdt, int panels, const float *x, long ldx, int M, int K,
+                       const void *w, int n0, int n1, float *y, long ldy)
 {
     size_t wsz = wdt == TERN_DT_F32 ? 4 : 2;
     for (int m = 0; m < M; m += MR) {
@@ -113,35 +127,45 @@ KERN_INLINE void block(tern_dtype wdt, const float *x, long ldx, int M, int K, c
         float *ym = y + m * ldy;
         int n = n0;
         for (; n + NR <= n1; n += NR) {
-            const void *wn = (const char *)w + (size_t)n * (size_t)K * wsz;
+            long off = panels ? tern_panel_offset(K, n, 0) : (long)n * K;
+            const void *wn = (const char *)w + (size_t)off * wsz;
             switch (mr) {
-            case 3: tile(wdt, 3, NR, xm, ldx, K, wn, ym + n, ldy); break;
-            case 2: tile(wdt, 2, NR, xm, ldx, K, wn, ym + n, ldy); break;
-            default: tile(wdt, 1, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 3: tile(wdt, panels, 3, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            case 2: tile(wdt, panels, 2, NR, xm, ldx, K, wn, ym + n, ldy); break;
+            default: tile(wdt, panels, 1, NR, xm, ldx, K, wn, ym + n, ldy); break;
             }
         }
-        if (n < n1)
-            tile(wdt, mr, n1 - n, xm, ldx, K, (const char *)w + (size_t)n * (size_t)K * wsz,
-                 ym + n, ldy);
+        if (n < n1) {
+            long off = panels ? tern_panel_offset(K, n, 0) : (long)n * K;
+            tile(wdt, panels, mr, n1 - n, xm, ldx, K, (const char *)w + (size_t)off * wsz, ym + n,
+                 ldy);
+        }
     }
 }
 
-static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                       float *y, long ldy)
+KERN_INLINE void layouts(tern_dtype wdt, const float *x, long ldx, int M, int K, const void *w,
+                         int layout, int n0, int n1, float *y, long ldy)
 {
-    block(TERN_DT_F32, x, ldx, M, K, w, n0, n1, y, ldy);
+    if (layout == TERN_WL_ROWS) block(wdt, 0, x, ldx, M, K, w, n0, n1, y, ldy);
+    else block(wdt, 1, x, ldx, M, K, w, n0, n1, y, ldy);
 }
 
-static void mm_f32_f16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                       float *y, long ldy)
+static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
+                       int n1, float *y, long ldy)
 {
-    block(TERN_DT_F16, x, ldx, M, K, w, n0, n1, y, ldy);
+    layouts(TERN_DT_F32, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
-static void mm_f32_bf16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                        float *y, long ldy)
+static void mm_f32_f16(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
+                       int n1, float *y, long ldy)
 {
-    block(TERN_DT_BF16, x, ldx, M, K, w, n0, n1, y, ldy);
+    layouts(TERN_DT_F16, x, ldx, M, K, w, layout, n0, n1, y, ldy);
+}
+
+static void mm_f32_bf16(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
+                        int n1, float *y, long ldy)
+{
+    layouts(TERN_DT_BF16, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
 void tern_mm_table_avx2(tern_mm_table *t)

@@ -9,10 +9,19 @@
  *     weight tail masked to zero;
  * then the 16 lanes are summed by the tree in hsum16 (or hsum16_x16, the
  * same additions for 16 accumulators at once). Register tiles (MR rows of
- * x by NR rows of w for batches, 1 by NRD for a single decode row) only
- * decide which elements run side by side, never the arithmetic of one
- * element. */
+ * x by NR rows of w for batches, 1 by NRD for a single decode row) and the
+ * weight layout (row-major or panels) only decide which elements run side
+ * by side and where their weights are read, never the arithmetic of one
+ * element.
+ *
+ * Addressing: a tile starts at the weight of its row 0, k 0; weight (j, k)
+ * of the tile is at element j*rs + (k / 32)*cs + k % 32 from there, with
+ * rs = K, cs = 32 row-major (= j*K + k) and rs = 32, cs = 384 in panels.
+ * Tiles never straddle a panel: they start at multiples of NR and NR
+ * divides TERN_PANEL_ROWS. */
 #include "backend/cpu/matmul_kern.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/panel.h"
 
 #include <immintrin.h>
 
@@ -22,16 +31,28 @@
 
 enum { MR = 4, NR = 6 };
 
-/* Few rows of x (decode) make the product a stream over w; software
- * prefetch into L2 this far ahead of each of the NR rows keeps enough
- * misses in flight for one core to approach DRAM bandwidth (measured on
- * Zen 4: ~1.6x over the hardware prefetcher alone). Prefill blocks sit in
- * L2 already and skip it. */
-enum { PF_BYTES = 24576, PF_MAX_ROWS = 16 };
+/* Few rows of x (decode) make the product a stream over w. Row-major
+ * weights: software prefetch into L2 this far ahead of each of the rows
+ * being read keeps enough misses in flight for one core to approach DRAM
+ * bandwidth (measured on Zen 4: ~1.6x over the hardware prefetcher alone).
+ * Panels are one sequential stream: in huge pages the hardware prefetcher
+ * alone streams fastest; in 4 KB pages it stops at every page boundary, and
+ * a shorter software lead covers that. Prefill blocks sit in L2 already and
+ * skip it. */
+enum { PF_ROWS_BYTES = 24576, PF_PANEL_BYTES = 6144, PF_MAX_ROWS = 16 };
 
-KERN_INLINE void prefetch_w(int pf, const void *p)
+_Static_assert((int)TERN_PANEL_ROWS % (int)NR == 0 && (int)TERN_PANEL_K == 32,
+               "tiles must not straddle panels");
+
+KERN_INLINE long k_off(int panels, long k)
 {
-    if (pf) _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T1);
+    return panels ? (k >> 5) * (TERN_PANEL_ROWS * TERN_PANEL_K) + (k & 31) : k;
+}
+
+/* Element offset of the tile starting at weight row n. */
+KERN_INLINE long tile_off(int panels, int K, int n)
+{
+    return panels ? tern_panel_offset(K, n, 0) : (long)n * K;
 }
 
 /* ((l0+l8) + (l4+l12)) + ((l2+l10) + (l6+l14)) ... : halves, quarters, pairs. */
@@ -124,11 +145,13 @@ KERN_INLINE __m512 load_w16_tail(tern_dtype wdt, const void *w, long i, __mmask1
     return _mm512_cvtph_ps(h);
 }
 
-/* y[i][j] for i < mr, j < nr; with constant mr/nr (always_inline) the
- * guards fold away and the accumulators live in registers. */
-KERN_INLINE void tile_f32act(tern_dtype wdt, int pf, int mr, int nr, const float *x, long ldx, int K,
-                             const void *w, float *y, long ldy)
+/* y[i][j] for i < mr, j < nr; with constant mr/nr/panels (always_inline)
+ * the guards fold away and the accumulators live in registers. pf: prefetch
+ * the weights pfd bytes ahead. */
+KERN_INLINE void tile_f32act(tern_dtype wdt, int panels, int pf, int pfd, int mr, int nr,
+                             const float *x, long ldx, int K, const void *w, float *y, long ldy)
 {
+    const long rs = panels ? TERN_PANEL_K : K;
     __m512 acc[MR][NR];
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
@@ -137,14 +160,15 @@ KERN_INLINE void tile_f32act(tern_dtype wdt, int pf, int mr, int nr, const float
     long k = 0;
     for (; k + 16 <= K; k += 16) {
         __m512 xv[MR];
+        long ko = k_off(panels, k);
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++)
             xv[i] = i < mr ? _mm512_loadu_ps(x + i * ldx + k) : _mm512_setzero_ps();
 #pragma GCC unroll 6
         for (int j = 0; j < NR; j++) {
             if (j >= nr) continue;
-            __m512 wv = load_w16(wdt, w, j * (long)K + k);
-            prefetch_w(pf, (const char *)w + (size_t)(j * (long)K + k) * wsize(wdt));
+            __m512 wv = load_w16(wdt, w, j * rs + ko);
+            if (pf) _mm_prefetch((const char *)w + (size_t)(j * rs + ko) * wsize(wdt) + pfd, _MM_HINT_T1);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++)
                 if (i < mr) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
@@ -152,6 +176,7 @@ KERN_INLINE void tile_f32act(tern_dtype wdt, int pf, int mr, int nr, const float
     }
     if (k < K) {
         __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
+        long ko = k_off(panels, k);
         __m512 xv[MR];
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++)
@@ -159,7 +184,7 @@ KERN_INLINE void tile_f32act(tern_dtype wdt, int pf, int mr, int nr, const float
 #pragma GCC unroll 6
         for (int j = 0; j < NR; j++) {
             if (j >= nr) continue;
-            __m512 wv = load_w16_tail(wdt, w, j * (long)K + k, m);
+            __m512 wv = load_w16_tail(wdt, w, j * rs + ko, m);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++)
                 if (i < mr) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
@@ -169,10 +194,10 @@ KERN_INLINE void tile_f32act(tern_dtype wdt, int pf, int mr, int nr, const float
 }
 
 /* x is bf16, rows padded with zeros to a multiple of 32 elements. */
-KERN_INLINE void tile_bf16act(int pf, int mr, int nr, const uint16_t *x, long ldx, int K,
-                              const uint16_t *w, float *y, long ldy)
+KERN_INLINE void tile_bf16act(int panels, int pf, int pfd, int mr, int nr, const uint16_t *x,
+                              long ldx, int K, const uint16_t *w, float *y, long ldy)
 {
-
+    const long rs = panels ? TERN_PANEL_K : K;
     __m512 acc[MR][NR];
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
@@ -181,14 +206,15 @@ KERN_INLINE void tile_bf16act(int pf, int mr, int nr, const uint16_t *x, long ld
     long k = 0;
     for (; k + 32 <= K; k += 32) {
         __m512bh xv[MR];
+        long ko = k_off(panels, k);
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++)
             xv[i] = (__m512bh)(i < mr ? _mm512_loadu_si512(x + i * ldx + k) : _mm512_setzero_si512());
 #pragma GCC unroll 6
         for (int j = 0; j < NR; j++) {
             if (j >= nr) continue;
-            __m512bh wv = (__m512bh)_mm512_loadu_si512(w + j * (long)K + k);
-            prefetch_w(pf, w + j * (long)K + k);
+            __m512bh wv = (__m512bh)_mm512_loadu_si512(w + j * rs + ko);
+            if (pf) _mm_prefetch((const char *)(w + j * rs + ko) + pfd, _MM_HINT_T1);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++)
                 if (i < mr) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
@@ -196,6 +222,7 @@ KERN_INLINE void tile_bf16act(int pf, int mr, int nr, const uint16_t *x, long ld
     }
     if (k < K) {
         __mmask32 m = (__mmask32)((1ull << (K - k)) - 1u);
+        long ko = k_off(panels, k);
         __m512bh xv[MR];
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++)
@@ -203,7 +230,7 @@ KERN_INLINE void tile_bf16act(int pf, int mr, int nr, const uint16_t *x, long ld
 #pragma GCC unroll 6
         for (int j = 0; j < NR; j++) {
             if (j >= nr) continue;
-            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + j * (long)K + k);
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + j * rs + ko);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++)
                 if (i < mr) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
@@ -212,57 +239,67 @@ KERN_INLINE void tile_bf16act(int pf, int mr, int nr, const uint16_t *x, long ld
     store_tile(mr, nr, acc, y, ldy);
 }
 
-/* Decode (one row of x): NRD rows of w side by side. Twice the streams of
- * a 4 x 6 tile in flight and half the tile overheads: ~20% more bandwidth
- * per core on Zen 4. Same per-element arithmetic as the tiles above. */
+/* Decode (one row of x): NRD rows of w side by side, one whole panel in
+ * the panel layout. Twice the streams of a 4 x 6 tile in flight and half
+ * the tile overheads: ~20% more bandwidth per core on Zen 4 with
+ * row-major weights. Same per-element arithmetic as the tiles above. */
 enum { NRD = 12 };
+_Static_assert((int)NRD == (int)TERN_PANEL_ROWS, "a decode tile is one panel");
 
-KERN_INLINE void row_f32act(tern_dtype wdt, const float *x, int K, const void *w, float *y)
+KERN_INLINE void row_f32act(tern_dtype wdt, int panels, int pfd, const float *x, int K,
+                            const void *w, float *y)
 {
+    const long rs = panels ? TERN_PANEL_K : K;
     __m512 acc[NRD];
 #pragma GCC unroll 16
     for (int j = 0; j < NRD; j++) acc[j] = _mm512_setzero_ps();
     long k = 0;
     for (; k + 16 <= K; k += 16) {
         __m512 xv = _mm512_loadu_ps(x + k);
+        long ko = k_off(panels, k);
 #pragma GCC unroll 16
         for (int j = 0; j < NRD; j++) {
-            acc[j] = _mm512_fmadd_ps(xv, load_w16(wdt, w, j * (long)K + k), acc[j]);
-            prefetch_w(1, (const char *)w + (size_t)(j * (long)K + k) * wsize(wdt));
+            acc[j] = _mm512_fmadd_ps(xv, load_w16(wdt, w, j * rs + ko), acc[j]);
+            if (pfd) _mm_prefetch((const char *)w + (size_t)(j * rs + ko) * wsize(wdt) + pfd, _MM_HINT_T1);
         }
     }
     if (k < K) {
         __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
         __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+        long ko = k_off(panels, k);
 #pragma GCC unroll 16
         for (int j = 0; j < NRD; j++)
-            acc[j] = _mm512_fmadd_ps(xv, load_w16_tail(wdt, w, j * (long)K + k, m), acc[j]);
+            acc[j] = _mm512_fmadd_ps(xv, load_w16_tail(wdt, w, j * rs + ko, m), acc[j]);
     }
 #pragma GCC unroll 16
     for (int j = 0; j < NRD; j++) y[j] = hsum16(acc[j]);
 }
 
-static void row_bf16act(const uint16_t *x, int K, const uint16_t *w, float *y)
+KERN_INLINE void row_bf16act(int panels, int pfd, const uint16_t *x, int K, const uint16_t *w,
+                             float *y)
 {
+    const long rs = panels ? TERN_PANEL_K : K;
     __m512 acc[NRD];
 #pragma GCC unroll 16
     for (int j = 0; j < NRD; j++) acc[j] = _mm512_setzero_ps();
     long k = 0;
     for (; k + 32 <= K; k += 32) {
         __m512bh xv = (__m512bh)_mm512_loadu_si512(x + k);
+        long ko = k_off(panels, k);
 #pragma GCC unroll 16
         for (int j = 0; j < NRD; j++) {
-            __m512bh wv = (__m512bh)_mm512_loadu_si512(w + j * (long)K + k);
-            prefetch_w(1, w + j * (long)K + k);
+            __m512bh wv = (__m512bh)_mm512_loadu_si512(w + j * rs + ko);
+            if (pfd) _mm_prefetch((const char *)(w + j * rs + ko) + pfd, _MM_HINT_T1);
             acc[j] = _mm512_dpbf16_ps(acc[j], xv, wv);
         }
     }
     if (k < K) {
         __mmask32 m = (__mmask32)((1ull << (K - k)) - 1u);
         __m512bh xv = (__m512bh)_mm512_loadu_si512(x + k);
+        long ko = k_off(panels, k);
 #pragma GCC unroll 16
         for (int j = 0; j < NRD; j++) {
-            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + j * (long)K + k);
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + j * rs + ko);
             acc[j] = _mm512_dpbf16_ps(acc[j], xv, wv);
         }
     }
@@ -273,93 +310,117 @@ static void row_bf16act(const uint16_t *x, int K, const uint16_t *w, float *y)
 /* Walks the block in MR x NR tiles; full tiles (in both prefetch flavours)
  * and the single-row tiles of decode get specialised code, the ragged
  * corners the guarded one. */
-KERN_INLINE void full_f32act(tern_dtype wdt, int pf, int mr, const float *xm, long ldx, int K,
-                             const void *wn, float *yn, long ldy)
+KERN_INLINE void full_f32act(tern_dtype wdt, int panels, int pf, int pfd, int mr, const float *xm,
+                             long ldx, int K, const void *wn, float *yn, long ldy)
 {
     switch (mr * 2 + pf) {
-    case 9: tile_f32act(wdt, 1, 4, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 8: tile_f32act(wdt, 0, 4, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 7: tile_f32act(wdt, 1, 3, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 6: tile_f32act(wdt, 0, 3, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 5: tile_f32act(wdt, 1, 2, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 4: tile_f32act(wdt, 0, 2, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 3: tile_f32act(wdt, 1, 1, NR, xm, ldx, K, wn, yn, ldy); break;
-    default: tile_f32act(wdt, 0, 1, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 9: tile_f32act(wdt, panels, 1, pfd, 4, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 8: tile_f32act(wdt, panels, 0, 0, 4, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 7: tile_f32act(wdt, panels, 1, pfd, 3, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 6: tile_f32act(wdt, panels, 0, 0, 3, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 5: tile_f32act(wdt, panels, 1, pfd, 2, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 4: tile_f32act(wdt, panels, 0, 0, 2, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 3: tile_f32act(wdt, panels, 1, pfd, 1, NR, xm, ldx, K, wn, yn, ldy); break;
+    default: tile_f32act(wdt, panels, 0, 0, 1, NR, xm, ldx, K, wn, yn, ldy); break;
     }
 }
 
-KERN_INLINE void block_f32act(tern_dtype wdt, const float *x, long ldx, int M, int K,
-                              const void *w, int n0, int n1, float *y, long ldy)
+KERN_INLINE void block_f32act(tern_dtype wdt, int panels, int pfd, const float *x, long ldx,
+                              int M, int K, const void *w, int n0, int n1, float *y, long ldy)
 {
     size_t wsz = wsize(wdt);
-    int pf = M <= PF_MAX_ROWS;
+    int pf = M <= PF_MAX_ROWS && pfd;
     if (M == 1)
         for (; n0 + NRD <= n1; n0 += NRD)
-            row_f32act(wdt, x, K, (const char *)w + (size_t)n0 * (size_t)K * wsz, y + n0);
+            row_f32act(wdt, panels, pfd, x, K,
+                       (const char *)w + (size_t)tile_off(panels, K, n0) * wsz, y + n0);
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const float *xm = x + m * ldx;
         float *ym = y + m * ldy;
         int n = n0;
         for (; n + NR <= n1; n += NR)
-            full_f32act(wdt, pf, mr, xm, ldx, K, (const char *)w + (size_t)n * (size_t)K * wsz,
-                        ym + n, ldy);
+            full_f32act(wdt, panels, pf, pfd, mr, xm, ldx, K,
+                        (const char *)w + (size_t)tile_off(panels, K, n) * wsz, ym + n, ldy);
         if (n < n1)
-            tile_f32act(wdt, 0, mr, n1 - n, xm, ldx, K,
-                        (const char *)w + (size_t)n * (size_t)K * wsz, ym + n, ldy);
+            tile_f32act(wdt, panels, 0, 0, mr, n1 - n, xm, ldx, K,
+                        (const char *)w + (size_t)tile_off(panels, K, n) * wsz, ym + n, ldy);
     }
 }
 
-static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                       float *y, long ldy)
+KERN_INLINE void layouts_f32act(tern_dtype wdt, const float *x, long ldx, int M, int K,
+                                const void *w, int layout, int n0, int n1, float *y, long ldy)
 {
-    block_f32act(TERN_DT_F32, x, ldx, M, K, w, n0, n1, y, ldy);
+    if (layout == TERN_WL_ROWS)
+        block_f32act(wdt, 0, PF_ROWS_BYTES, x, ldx, M, K, w, n0, n1, y, ldy);
+    else if (layout == TERN_WL_PANELS)
+        block_f32act(wdt, 1, PF_PANEL_BYTES, x, ldx, M, K, w, n0, n1, y, ldy);
+    else
+        block_f32act(wdt, 1, 0, x, ldx, M, K, w, n0, n1, y, ldy);
 }
 
-static void mm_f32_f16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                       float *y, long ldy)
+static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
+                       int n1, float *y, long ldy)
 {
-    block_f32act(TERN_DT_F16, x, ldx, M, K, w, n0, n1, y, ldy);
+    layouts_f32act(TERN_DT_F32, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
-static void mm_f32_bf16(const void *x, long ldx, int M, int K, const void *w, int n0, int n1,
-                        float *y, long ldy)
+static void mm_f32_f16(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
+                       int n1, float *y, long ldy)
 {
-    block_f32act(TERN_DT_BF16, x, ldx, M, K, w, n0, n1, y, ldy);
+    layouts_f32act(TERN_DT_F16, x, ldx, M, K, w, layout, n0, n1, y, ldy);
 }
 
-static void full_bf16act(int pf, int mr, const uint16_t *xm, long ldx, int K, const uint16_t *wn,
-                         float *yn, long ldy)
+static void mm_f32_bf16(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
+                        int n1, float *y, long ldy)
+{
+    layouts_f32act(TERN_DT_BF16, x, ldx, M, K, w, layout, n0, n1, y, ldy);
+}
+
+KERN_INLINE void full_bf16act(int panels, int pf, int pfd, int mr, const uint16_t *xm, long ldx,
+                              int K, const uint16_t *wn, float *yn, long ldy)
 {
     switch (mr * 2 + pf) {
-    case 9: tile_bf16act(1, 4, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 8: tile_bf16act(0, 4, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 7: tile_bf16act(1, 3, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 6: tile_bf16act(0, 3, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 5: tile_bf16act(1, 2, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 4: tile_bf16act(0, 2, NR, xm, ldx, K, wn, yn, ldy); break;
-    case 3: tile_bf16act(1, 1, NR, xm, ldx, K, wn, yn, ldy); break;
-    default: tile_bf16act(0, 1, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 9: tile_bf16act(panels, 1, pfd, 4, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 8: tile_bf16act(panels, 0, 0, 4, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 7: tile_bf16act(panels, 1, pfd, 3, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 6: tile_bf16act(panels, 0, 0, 3, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 5: tile_bf16act(panels, 1, pfd, 2, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 4: tile_bf16act(panels, 0, 0, 2, NR, xm, ldx, K, wn, yn, ldy); break;
+    case 3: tile_bf16act(panels, 1, pfd, 1, NR, xm, ldx, K, wn, yn, ldy); break;
+    default: tile_bf16act(panels, 0, 0, 1, NR, xm, ldx, K, wn, yn, ldy); break;
     }
 }
 
-static void mm_bf16_bf16(const void *xv, long ldx, int M, int K, const void *wv, int n0, int n1,
-                         float *y, long ldy)
+KERN_INLINE void block_bf16act(int panels, int pfd, const uint16_t *x, long ldx, int M, int K,
+                               const uint16_t *w, int n0, int n1, float *y, long ldy)
 {
-    const uint16_t *x = xv, *w = wv;
-    int pf = M <= PF_MAX_ROWS;
+    int pf = M <= PF_MAX_ROWS && pfd;
     if (M == 1)
-        for (; n0 + NRD <= n1; n0 += NRD) row_bf16act(x, K, w + (size_t)n0 * (size_t)K, y + n0);
+        for (; n0 + NRD <= n1; n0 += NRD)
+            row_bf16act(panels, pfd, x, K, w + tile_off(panels, K, n0), y + n0);
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const uint16_t *xm = x + m * ldx;
         float *ym = y + m * ldy;
         int n = n0;
         for (; n + NR <= n1; n += NR)
-            full_bf16act(pf, mr, xm, ldx, K, w + (size_t)n * (size_t)K, ym + n, ldy);
+            full_bf16act(panels, pf, pfd, mr, xm, ldx, K, w + tile_off(panels, K, n), ym + n, ldy);
         if (n < n1)
-            tile_bf16act(0, mr, n1 - n, xm, ldx, K, w + (size_t)n * (size_t)K, ym + n, ldy);
+            tile_bf16act(panels, 0, 0, mr, n1 - n, xm, ldx, K, w + tile_off(panels, K, n), ym + n,
+                         ldy);
     }
+}
+
+static void mm_bf16_bf16(const void *xv, long ldx, int M, int K, const void *wv, int layout,
+                         int n0, int n1, float *y, long ldy)
+{
+    if (layout == TERN_WL_ROWS)
+        block_bf16act(0, PF_ROWS_BYTES, xv, ldx, M, K, wv, n0, n1, y, ldy);
+    else if (layout == TERN_WL_PANELS)
+        block_bf16act(1, PF_PANEL_BYTES, xv, ldx, M, K, wv, n0, n1, y, ldy);
+    else
+        block_bf16act(1, 0, xv, ldx, M, K, wv, n0, n1, y, ldy);
 }
 
 /* Elementwise RNE exactly as tern_f32_to_bf16 (NaN kept quiet), so the

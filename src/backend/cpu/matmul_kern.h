@@ -4,7 +4,9 @@
  * A block kernel computes y[m, n] for 0 <= m < M, n0 <= n < n1:
  *   x: borrowed activations, row m at x + m*ldx (elements of the table's
  *      activation type), y: borrowed output, row m at y + m*ldy,
- *   w: borrowed weights [N, K] row-major in the kernel's dtype.
+ *   w: borrowed weights [N, K] in the kernel's dtype, laid out as layout
+ *      (a tern_wlayout: row-major, or panels of panel.h; for panels n0 is a
+ *      multiple of TERN_PANEL_ROWS).
  * Arithmetic contract (batch invariance): each y[m, n] is one fixed sequence
  * of operations over x row m and w row n (vector accumulator in K order,
  * fixed tail, fixed horizontal reduction), whatever M, n0, n1 or the tile a
@@ -15,7 +17,7 @@
 #include <stdint.h>
 
 typedef void (*tern_mm_kernel)(const void *x, long ldx, int M, int K, const void *w,
-                               int n0, int n1, float *y, long ldy);
+                               int layout, int n0, int n1, float *y, long ldy);
 
 /* Rounds x [M, K] float32 to bf16 (RNE, elementwise) into out (borrowed),
  * row m at out + m*ldo elements; the element type and row padding are the

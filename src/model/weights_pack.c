@@ -1,0 +1,153 @@
+/* Copies the matmul weights of a bound model into one arena in the panel
+ * layout (backend/cpu/panel.h), backed by transparent huge pages where the
+ * kernel grants them. Decode then streams every projection as one
+ * sequential read per thread. The input embedding table stays in the
+ * checkpoint mapping (it is gathered by row, not multiplied). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend/cpu/panel.h"
+#include "model/model_internal.h"
+
+enum { HUGE_PAGE = 2 << 20, PACK_TASK_PANELS = 64 };
+
+typedef struct {
+    tern_weight **w;        /* the weights to pack (borrowed) */
+    size_t *off;            /* byte offset of each in the arena */
+    int n, cap;
+} pack_list;
+
+static tern_status list_add(pack_list *l, tern_weight *w)
+{
+    if (!w->data || w->rows < 1 || w->cols < 1) return TERN_OK;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 64;
+        tern_weight **nw = realloc(l->w, (size_t)cap * sizeof *nw);
+        if (!nw) return tern_error(TERN_E_NOMEM, "out of memory");
+        l->w = nw;
+        size_t *no = realloc(l->off, (size_t)cap * sizeof *no);
+        if (!no) return tern_error(TERN_E_NOMEM, "out of memory");
+        l->off = no;
+        l->cap = cap;
+    }
+    l->w[l->n++] = w;
+    return TERN_OK;
+}
+
+static tern_status list_mlp(pack_list *l, tern_mlp *mlp)
+{
+    tern_status st;
+    if ((st = list_add(l, &mlp->gate)) || (st = list_add(l, &mlp->up))) return st;
+    return list_add(l, &mlp->down);
+}
+
+static tern_status collect(tern_model *m, pack_list *l)
+{
+    tern_status st;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        tern_layer *L = &m->layers[i];
+        if ((st = list_add(l, &L->wq)) || (st = list_add(l, &L->wk)) || (st = list_add(l, &L->wv)) ||
+            (st = list_add(l, &L->wo)))
+            return st;
+        if (!L->is_moe) {
+            if ((st = list_mlp(l, &L->mlp))) return st;
+            continue;
+        }
+        if ((st = list_add(l, &L->router))) return st;
+        for (int e = 0; e < m->cfg.n_experts; e++)
+            if ((st = list_mlp(l, &L->experts[e]))) return st;
+    }
+    return list_add(l, &m->lm_head);
+}
+
+typedef struct {
+    const tern_weight *w;
+    char *dst;
+} pack_job;
+
+static void pack_task(void *arg, int t)
+{
+    const pack_job *j = arg;
+    int np = tern_panel_count(j->w->rows);
+    int p0 = t * PACK_TASK_PANELS, p1 = p0 + PACK_TASK_PANELS < np ? p0 + PACK_TASK_PANELS : np;
+    tern_cpu_panel_pack(j->w->data, j->w->dt, j->w->rows, j->w->cols, j->dst, p0, p1);
+}
+
+/* Bytes of [p, p + len) backed by huge pages, from /proc/self/smaps (0 if unknown). */
+static size_t huge_bytes(const void *p, size_t len)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return 0;
+    char line[512];
+    size_t total = 0;
+    int inside = 0;
+    unsigned long lo = (unsigned long)p, hi = lo + len;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        size_t kb;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = a < hi && b > lo;
+        else if (inside && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1)
+            total += kb << 10;
+    }
+    fclose(f);
+    return total;
+}
+
+/* Gives the checkpoint pages of a packed weight back (the mapping stays
+ * valid; a later read faults them in again from the page cache). */
+static void drop_source(const tern_weight *w)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t a = (uintptr_t)w->data;
+    uintptr_t b = a + (uintptr_t)w->rows * (uintptr_t)w->cols * tern_dtype_size(w->dt);
+    uintptr_t lo = (a + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg, hi = b / (uintptr_t)pg * (uintptr_t)pg;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+tern_status tern_model_pack_weights(tern_model *m)
+{
+    pack_list l = {0};
+    tern_status st = collect(m, &l);
+    size_t total = 0;
+    for (int i = 0; !st && i < l.n; i++) {
+        l.off[i] = total;
+        total += tern_cpu_panel_bytes(l.w[i]->dt, l.w[i]->rows, l.w[i]->cols);
+    }
+    if (st || total == 0) goto out;
+    size_t size = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    /* over-allocate by one huge page so the arena can start on a 2 MB boundary */
+    char *raw = mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+        st = tern_error(TERN_E_NOMEM, "%s: no memory for %zu bytes of packed weights", m->dir, total);
+        goto out;
+    }
+    char *arena = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    if (arena > raw) munmap(raw, (size_t)(arena - raw));
+    if (arena + size < raw + size + HUGE_PAGE)
+        munmap(arena + size, (size_t)(raw + size + HUGE_PAGE - (arena + size)));
+    madvise(arena, size, MADV_HUGEPAGE);
+    for (int i = 0; i < l.n; i++) {
+        pack_job j = {l.w[i], arena + l.off[i]};
+        tern_pool_run(m->pool, pack_task, &j,
+                      (tern_panel_count(l.w[i]->rows) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
+    }
+    /* huge pages for at least half the arena: the hardware prefetcher carries decode */
+    tern_wlayout layout = huge_bytes(arena, size) * 2 >= size ? TERN_WL_PANELS_HUGE : TERN_WL_PANELS;
+    for (int i = 0; i < l.n; i++) {
+        if (!(m->head_is_embed && l.w[i] == &m->lm_head)) drop_source(l.w[i]);
+        l.w[i]->data = arena + l.off[i];
+        l.w[i]->layout = layout;
+    }
+    m->arena = arena;
+    m->arena_bytes = size;
+out:
+    free(l.w);
+    free(l.off);
+    return st;
+}
