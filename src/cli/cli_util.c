@@ -85,3 +85,25 @@ const char *cli_value(int argc, char **argv, int i)
     return argv[i + 1];
 }
 
+
+int cli_precision(const char *opt, const char *v, tern_precision *out)
+{
+    if (!strcmp(v, "f32")) *out = TERN_PRECISION_F32;
+    else if (!strcmp(v, "bf16")) *out = TERN_PRECISION_BF16;
+    else {
+        fprintf(stderr, "tern: %s must be f32 or bf16\n", opt);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_weights(const char *opt, const char *v, tern_weights_mode *out)
+{
+    if (!strcmp(v, "panels")) *out = TERN_WEIGHTS_PANELS;
+    else if (!strcmp(v, "mapped")) *out = TERN_WEIGHTS_MAPPED;
+    else {
+        fprintf(stderr, "tern: %s must be panels or mapped\n", opt);
+        return -1;
+    }
+    return 0;
+}

@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "tern/model.h"
+
 /* Parses "1,2,3" into an owned array (*ids, free()); returns 0 or -1 with a
  * message on stderr. */
 int cli_parse_ids(const char *s, int32_t **ids, int *n);
@@ -11,6 +13,9 @@ int cli_parse_ids(const char *s, int32_t **ids, int *n);
 int cli_int(const char *opt, const char *v, long lo, long hi, int *out);
 int cli_float(const char *opt, const char *v, float *out);
 int cli_u64(const char *opt, const char *v, uint64_t *out);
+/* --precision f32|bf16 and --weights panels|mapped; 0 or -1 with a message. */
+int cli_precision(const char *opt, const char *v, tern_precision *out);
+int cli_weights(const char *opt, const char *v, tern_weights_mode *out);
 /* Returns argv[i+1] or prints "option needs a value" and returns NULL. */
 const char *cli_value(int argc, char **argv, int i);
 

@@ -1,5 +1,5 @@
 /* tern bench --model DIR [--prompt-tokens 512] [--gen-tokens 128] [--threads N]
- *            [--precision f32|bf16] [--reps R] [--json]
+ *            [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--json]
  *
  * Prefill: one forward over prompt-tokens synthetic ids on an empty row.
  * Decode: gen-tokens greedy single-token forwards on an empty row (the
@@ -24,7 +24,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: tern bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--threads N]\n"
-                    "       [--precision f32|bf16] [--reps R] [--json]\n");
+                    "       [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--json]\n");
 }
 
 /* Feeds ids through a fresh row in one forward (prefill) and reports the
@@ -100,16 +100,16 @@ int tern_cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--gen-tokens")) bad = cli_int(a, v, 0, 1 << 20, &G);
         else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &mo.n_threads);
         else if (!strcmp(a, "--reps")) bad = cli_int(a, v, 1, 100, &reps);
-        else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "f32")) mo.precision = TERN_PRECISION_F32;
-            else if (!strcmp(v, "bf16")) mo.precision = TERN_PRECISION_BF16;
-            else { fprintf(stderr, "tern: --precision must be f32 or bf16\n"); return 2; }
-        } else { fprintf(stderr, "tern bench: unknown option %s\n", a); usage(); return 2; }
+        else if (!strcmp(a, "--precision")) bad = cli_precision(a, v, &mo.precision);
+        else if (!strcmp(a, "--weights")) bad = cli_weights(a, v, &mo.weights);
+        else { fprintf(stderr, "tern bench: unknown option %s\n", a); usage(); return 2; }
         if (bad) return 2;
     }
     if (!model_dir) { usage(); return 2; }
     tern_model *m;
+    double load_s = tern_now();
     if (tern_model_load(model_dir, &mo, &m)) { fprintf(stderr, "tern: %s\n", tern_last_error()); return 1; }
+    load_s = tern_now() - load_s;
     int V = tern_model_vocab_size(m), rc = 1;
     int32_t *ids = malloc((size_t)P * sizeof *ids);
     if (!ids) goto done;
@@ -139,15 +139,16 @@ int tern_cmd_bench(int argc, char **argv)
     double gbps = median(triads, reps), frac = median(fracs, reps);
     double pre_tps = P / best_pre, dec_tps = G ? G / best_dec : 0.0;
     double ceiling = gbps > 0 ? gbps * 1e9 / bytes : 0.0;
-    printf("model %s (%s), %.1f MB weights, %.1f MB read per decoded token, isa %s\n", tern_model_dir(m),
-           tern_model_type(m), tern_model_weight_bytes(m) / 1e6, bytes / 1e6, tern_cpu_isa_name(tern_cpu_isa_active()));
+    printf("model %s (%s), %.1f MB weights (%s), %.1f MB read per decoded token, isa %s, load %.2f s\n",
+           tern_model_dir(m), tern_model_type(m), tern_model_weight_bytes(m) / 1e6, tern_model_weights_desc(m),
+           bytes / 1e6, tern_cpu_isa_name(tern_cpu_isa_active()), load_s);
     printf("prefill %d tokens: %.1f tok/s | decode %d tokens: %.2f tok/s | triad %.1f GB/s -> ceiling %.2f tok/s "
            "(median run at %.1f%% of its own triad's ceiling)\n", P, pre_tps, G, dec_tps, gbps, ceiling, 100.0 * frac);
     if (json)
         printf("{\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"prompt_tokens\": %d, \"gen_tokens\": %d, "
                "\"threads\": %d, \"weight_bytes_per_token\": %.0f, \"triad_gbps\": %.3f, \"ceiling_tps\": %.3f, "
-               "\"decode_frac_of_ceiling\": %.4f}\n",
-               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, frac);
+               "\"decode_frac_of_ceiling\": %.4f, \"weights\": \"%s\", \"load_s\": %.3f}\n",
+               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, frac, tern_model_weights_desc(m), load_s);
     rc = 0;
 done:
     free(ids);

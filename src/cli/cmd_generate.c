@@ -1,6 +1,6 @@
 /* tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]
  *     [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
- *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out] [--ignore-eos]
+ *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]
  *
  * Streams the generated text to stdout (or, with --ids-out, prints only the
  * generated ids comma-separated). --chat renders --prompt as one user message
@@ -20,7 +20,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]\n"
             "       [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
-            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--ids-out] [--ignore-eos]\n");
+            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]\n");
 }
 
 typedef struct {
@@ -70,11 +70,9 @@ int tern_cmd_generate(int argc, char **argv)
         else if (!strcmp(a, "--seed")) bad = cli_u64(a, v, &go.sampling.seed);
         else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &mo.n_threads);
         else if (!strcmp(a, "--prefill-chunk")) bad = cli_int(a, v, 1, 1 << 20, &go.prefill_chunk);
-        else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "f32")) mo.precision = TERN_PRECISION_F32;
-            else if (!strcmp(v, "bf16")) mo.precision = TERN_PRECISION_BF16;
-            else { fprintf(stderr, "tern: --precision must be f32 or bf16\n"); return 2; }
-        } else { fprintf(stderr, "tern generate: unknown option %s\n", a); usage(); return 2; }
+        else if (!strcmp(a, "--precision")) bad = cli_precision(a, v, &mo.precision);
+        else if (!strcmp(a, "--weights")) bad = cli_weights(a, v, &mo.weights);
+        else { fprintf(stderr, "tern generate: unknown option %s\n", a); usage(); return 2; }
         if (bad) return 2;
     }
     if (!model_dir || (!prompt == !ids_s)) { usage(); return 2; }

@@ -1,4 +1,4 @@
-/* tern logits --model DIR --ids 1,2,3 [--all] --out FILE [--threads N] [--precision f32|bf16]
+/* tern logits --model DIR --ids 1,2,3 [--all] --out FILE [--threads N] [--precision f32|bf16] [--weights panels|mapped]
  * Writes float32 little-endian logits: [T, vocab] with --all, else [1, vocab]
  * for the last position. */
 #include <stdio.h>
@@ -12,7 +12,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: tern logits --model DIR --ids 1,2,3 [--all] --out FILE [--threads N] "
-                    "[--precision f32|bf16]\n");
+                    "[--precision f32|bf16] [--weights panels|mapped]\n");
 }
 
 int tern_cmd_logits(int argc, char **argv)
@@ -30,11 +30,9 @@ int tern_cmd_logits(int argc, char **argv)
         else if (!strcmp(a, "--ids")) ids_s = v;
         else if (!strcmp(a, "--out")) out_path = v;
         else if (!strcmp(a, "--threads")) { if (cli_int(a, v, 1, 1024, &mo.n_threads)) return 2; }
-        else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "f32")) mo.precision = TERN_PRECISION_F32;
-            else if (!strcmp(v, "bf16")) mo.precision = TERN_PRECISION_BF16;
-            else { fprintf(stderr, "tern: --precision must be f32 or bf16\n"); return 2; }
-        } else { fprintf(stderr, "tern logits: unknown option %s\n", a); usage(); return 2; }
+        else if (!strcmp(a, "--precision")) { if (cli_precision(a, v, &mo.precision)) return 2; }
+        else if (!strcmp(a, "--weights")) { if (cli_weights(a, v, &mo.weights)) return 2; }
+        else { fprintf(stderr, "tern logits: unknown option %s\n", a); usage(); return 2; }
     }
     if (!model_dir || !ids_s || !out_path) { usage(); return 2; }
     int32_t *ids;

@@ -1,7 +1,7 @@
 /* tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]
  *     [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]
  *     [--prefill-step-size 2048] [--log-level INFO] [--max-body-bytes 8388608]
- *     [--queue-size 64] [--threads N] [--precision f32|bf16]
+ *     [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]
  *
  * An OpenAI / Anthropic compatible HTTP server with mlx_lm.server's flags and
  * defaults. mlx_lm.server flags that change nothing here are accepted with a
@@ -20,7 +20,7 @@ static void usage(void)
             "usage: tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]\n"
             "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
-            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16]\n");
+            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n");
 }
 
 static int log_level(const char *v)
@@ -69,9 +69,11 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &o.n_threads);
         else if (!strcmp(a, "--max-body-bytes")) { bad = cli_int(a, v, 1024, 1 << 30, &big); o.max_body = (size_t)big; }
         else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "f32")) o.precision = TERN_PRECISION_F32;
-            else if (!strcmp(v, "bf16")) o.precision = TERN_PRECISION_BF16;
-            else { fprintf(stderr, "tern serve: --precision must be f32 or bf16\n"); return 2; }
+            tern_precision p;
+            if ((bad = cli_precision(a, v, &p)) == 0) o.precision = (int)p;
+        } else if (!strcmp(a, "--weights")) {
+            tern_weights_mode w;
+            if ((bad = cli_weights(a, v, &w)) == 0) o.weights = (int)w;
         } else if (!strcmp(a, "--log-level")) {
             o.log_level = log_level(v);
             if (o.log_level < 0) { fprintf(stderr, "tern serve: unknown --log-level %s\n", v); return 2; }

@@ -83,6 +83,12 @@ size_t tern_model_decode_bytes(const tern_model *m)
     return b;
 }
 
+const char *tern_model_weights_desc(const tern_model *m)
+{
+    if (!m->arena) return "mapped";
+    return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
+}
+
 tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, tern_kv **out)
 {
     tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len};

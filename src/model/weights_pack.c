@@ -74,6 +74,16 @@ static void pack_task(void *arg, int t)
     const pack_job *j = arg;
     int np = tern_panel_count(j->w->rows);
     int p0 = t * PACK_TASK_PANELS, p1 = p0 + PACK_TASK_PANELS < np ? p0 + PACK_TASK_PANELS : np;
+#ifdef MADV_POPULATE_READ
+    /* map the source rows in one call instead of a fault per page */
+    size_t row = (size_t)j->w->cols * tern_dtype_size(j->w->dt);
+    int r1 = p1 * TERN_PANEL_ROWS < j->w->rows ? p1 * TERN_PANEL_ROWS : j->w->rows;
+    uintptr_t a = (uintptr_t)j->w->data + (size_t)p0 * TERN_PANEL_ROWS * row;
+    uintptr_t b = (uintptr_t)j->w->data + (size_t)r1 * row;
+    uintptr_t pg = 4096;
+    a &= ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_POPULATE_READ);
+#endif
     tern_cpu_panel_pack(j->w->data, j->w->dt, j->w->rows, j->w->cols, j->dst, p0, p1);
 }
 

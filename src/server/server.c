@@ -59,6 +59,7 @@ static tern_status load(srv_ctx *c, const tern_server_opts *o)
     tern_model_opts mo = {0};
     mo.n_threads = o->n_threads;
     mo.precision = (tern_precision)o->precision;
+    mo.weights = (tern_weights_mode)o->weights;
     tern_status st = tern_model_load(o->model_dir, &mo, &c->model);
     if (st != TERN_OK) return st;
     const char *dir = tern_model_dir(c->model);

@@ -24,6 +24,7 @@ typedef struct {
     int         queue_size;         /* waiting requests beyond the running one (64) */
     int         n_threads;          /* compute threads; 0 = all cores */
     int         precision;          /* a tern_precision value; 0 = default */
+    int         weights;            /* a tern_weights_mode value; 0 = default */
 } tern_server_opts;
 
 void tern_server_opts_default(tern_server_opts *o);
