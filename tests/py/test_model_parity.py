@@ -29,13 +29,15 @@ def fixture_dirs():
     return out
 
 
+@pytest.mark.parametrize("weights", ["panels", "mapped"])
 @pytest.mark.parametrize("model", fixture_dirs(), ids=lambda d: d.name)
-def test_logits_all_positions(tern_bin, model, tmp_path):
+def test_logits_all_positions(tern_bin, model, weights, tmp_path):
+    """Both weight layouts: packed panels (the default) and read in place."""
     g = json.loads((model / "golden.json").read_text())
     out = tmp_path / "l.f32"
     ids = ",".join(map(str, g["prompt"]))
     subprocess.run([tern_bin, "logits", "--model", str(model), "--ids", ids, "--all", "--out", str(out),
-                    "--precision", "f32", "--threads", "2"], check=True)
+                    "--precision", "f32", "--threads", "2", "--weights", weights], check=True)
     shape = g["logits_shape"]
     got = np.fromfile(out, dtype=np.float32).reshape(shape)
     want = np.fromfile(model / "golden_logits.f32", dtype=np.float32).reshape(shape)
@@ -51,6 +53,13 @@ def test_greedy_continuation(tern_bin, model):
                        check=True, capture_output=True, text=True)
     got = [int(x) for x in r.stdout.strip().split(",")]
     assert got == g["greedy"]
+
+
+def test_unknown_weights_mode_is_refused(tern_bin, tmp_path):
+    model = SHARED / "fixtures" / "models" / "qwen3"
+    r = subprocess.run([tern_bin, "logits", "--model", str(model), "--ids", "1,2", "--out", str(tmp_path / "x"),
+                        "--weights", "packed"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--weights must be panels or mapped" in r.stderr
 
 
 def test_unsupported_model_type_is_refused(tern_bin, tmp_path):
