@@ -38,7 +38,8 @@
 #   WAIT_IDLE [120] before each measurement, wait up to this many seconds for the CPUs to be
 #                  >= 90% idle (3 s samples, 3 in a row); 0 = don't wait. Steps that start on a
 #                  busy machine are listed under the table.
-#   LLAMA_BENCH_ARGS  extra llama-bench arguments (e.g. "-fa 1")
+#   LLAMA_BENCH_ARGS  extra llama-bench arguments (e.g. "-fa 1", or "-lm none" to load the weights
+#                  into memory instead of mmapping them)
 set -uo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

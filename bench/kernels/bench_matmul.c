@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/panel.h"
 #include "backend/cpu/stream_triad.h"
 
 typedef struct {
@@ -43,27 +45,56 @@ static uint16_t *random_bf16(size_t n, unsigned seed)
     return w;
 }
 
+/* The panel copy of a row-major bf16 matrix in its own huge-page-advised
+ * mapping, as the model loader makes it (NULL on failure). */
+static void *panel_copy(const uint16_t *w, int N, int K, size_t *len)
+{
+    *len = tern_cpu_panel_bytes(TERN_DT_BF16, N, K);
+    void *p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, *len, MADV_HUGEPAGE);
+    tern_cpu_panel_pack(w, TERN_DT_BF16, N, K, p, 0, tern_panel_count(N));
+    return p;
+}
+
 /* Decode: weights cycle through enough copies (>= 256 MB) that every call
  * streams them from DRAM, as a whole model does. Returns seconds per call. */
-static double time_decode(tern_pool *pool, tern_act_mode mode, const shape *s, float *x, float *y,
-                          double min_s)
+static double time_decode(tern_pool *pool, tern_act_mode mode, tern_wlayout layout, const shape *s,
+                          float *x, float *y, double min_s)
 {
     size_t bytes = (size_t)s->K * s->N * 2;
     int copies = (int)((256u << 20) / bytes) + 1;
     if (copies > 64) copies = 64;
-    uint16_t **w = calloc((size_t)copies, sizeof *w);
-    for (int c = 0; c < copies; c++) w[c] = random_bf16((size_t)s->K * s->N, 7u + (unsigned)c);
-    for (int c = 0; c < copies; c++)
-        tern_cpu_matmul(pool, mode, x, 1, s->K, w[c], TERN_DT_BF16, s->N, y);
+    void **w = calloc((size_t)copies, sizeof *w);
+    size_t *len = calloc((size_t)copies, sizeof *len);
+    for (int c = 0; c < copies; c++) {
+        uint16_t *rows = random_bf16((size_t)s->K * s->N, 7u + (unsigned)c);
+        w[c] = rows;
+        if (layout != TERN_WL_ROWS) {
+            w[c] = panel_copy(rows, s->N, s->K, &len[c]);
+            free(rows);
+        }
+    }
+    tern_mm_out out = {NULL, TERN_DT_BF16, s->N, y, layout};
+    for (int c = 0; c < copies; c++) {
+        out.w = w[c];
+        tern_cpu_matmul_multi(pool, mode, x, 1, s->K, &out, 1);
+    }
     long calls = 0;
     double t0 = now_s(), t;
     do {
-        for (int c = 0; c < copies; c++, calls++)
-            tern_cpu_matmul(pool, mode, x, 1, s->K, w[c], TERN_DT_BF16, s->N, y);
+        for (int c = 0; c < copies; c++, calls++) {
+            out.w = w[c];
+            tern_cpu_matmul_multi(pool, mode, x, 1, s->K, &out, 1);
+        }
         t = now_s() - t0;
     } while (t < min_s);
-    for (int c = 0; c < copies; c++) free(w[c]);
+    for (int c = 0; c < copies; c++) {
+        if (layout == TERN_WL_ROWS) free(w[c]);
+        else if (w[c]) munmap(w[c], len[c]);
+    }
     free(w);
+    free(len);
     return t / (double)calls;
 }
 
@@ -111,21 +142,28 @@ int main(int argc, char **argv)
     float *x = malloc(sizeof(float) * (size_t)M * KMAX), *y = malloc(sizeof(float) * (size_t)M * NMAX);
     for (long i = 0; i < (long)M * KMAX; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
 
-    static const char *mode_name[2] = {"f32 act (reference)", "bf16 act (fast)"};
-    double layer_s[2][2] = {{0}}, head_s[2][2] = {{0}};
+    enum { N_DEC = 3 };
+    static const struct {
+        tern_act_mode mode;
+        tern_wlayout layout;
+        const char *name;
+    } dec[N_DEC] = {{TERN_ACT_BF16, TERN_WL_PANELS_HUGE, "bf16 act, panels in huge pages (default)"},
+                    {TERN_ACT_BF16, TERN_WL_ROWS, "bf16 act, row-major (--weights mapped)"},
+                    {TERN_ACT_F32, TERN_WL_ROWS, "f32 act, row-major (reference)"}};
+    double layer_s[N_DEC][2] = {{0}}, head_s[N_DEC][2] = {{0}};
     printf("decode M=1, BF16 weights: GB/s of weights (%% of triad, same thread count)\n");
     printf("%-8s %5s %6s | %-27s | %-27s\n", "shape", "K", "N", "1 thread", "2 threads");
-    for (int mode = 1; mode >= 0; mode--) {
-        printf("-- %s\n", mode_name[mode]);
+    for (int v = 0; v < N_DEC; v++) {
+        printf("-- %s\n", dec[v].name);
         for (int si = 0; si < N_SHAPES; si++) {
             const shape *s = &shapes[si];
             printf("%-8s %5d %6d", s->name, s->K, s->N);
             for (int p = 0; p < 2; p++) {
-                double t = time_decode(pools[p], (tern_act_mode)mode, s, x, y, quick ? 0.1 : 0.4);
+                double t = time_decode(pools[p], dec[v].mode, dec[v].layout, s, x, y, quick ? 0.1 : 0.4);
                 double gbps = (double)s->K * s->N * 2 / t * 1e-9;
                 printf(" | %7.1f us %6.1f GB/s %3.0f%%", t * 1e6, gbps, 100 * gbps / triad[p]);
-                if (s->per_layer) layer_s[mode][p] += s->per_layer * t;
-                else head_s[mode][p] = t;
+                if (s->per_layer) layer_s[v][p] += s->per_layer * t;
+                else head_s[v][p] = t;
             }
             printf("\n");
         }
@@ -134,11 +172,11 @@ int main(int argc, char **argv)
     for (int si = 0; si < N_SHAPES; si++)
         model_bytes += (double)shapes[si].K * shapes[si].N * 2 *
                        (shapes[si].per_layer ? shapes[si].per_layer * N_LAYERS : 1);
-    for (int mode = 1; mode >= 0; mode--)
+    for (int v = 0; v < N_DEC; v++)
         for (int p = 0; p < 2; p++) {
-            double t = N_LAYERS * layer_s[mode][p] + head_s[mode][p];
+            double t = N_LAYERS * layer_s[v][p] + head_s[v][p];
             printf("model matmuls per token, %s, %d thread(s): %.2f ms, %.1f GB/s = %.0f%% of triad"
-                   " (%.0f tok/s bound)\n", mode_name[mode], p + 1, t * 1e3, model_bytes / t * 1e-9,
+                   " (%.0f tok/s bound)\n", dec[v].name, p + 1, t * 1e3, model_bytes / t * 1e-9,
                    100 * model_bytes / t * 1e-9 / triad[p], 1 / t);
         }
 
