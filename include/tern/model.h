@@ -22,7 +22,9 @@ typedef enum {
 typedef enum {
     TERN_WEIGHTS_DEFAULT = 0,   /* TERN_WEIGHTS env ("mapped" or "panels"), else panels */
     TERN_WEIGHTS_PANELS,        /* matmul weights copied at load into a decode-friendly
-                                   panel layout in huge pages (more memory, faster decode) */
+                                   panel layout in huge pages (more memory, faster decode);
+                                   they stay mapped when the copy would not fit in the
+                                   memory available */
     TERN_WEIGHTS_MAPPED         /* every weight read in place from the mmapped checkpoint */
 } tern_weights_mode;
 

@@ -62,7 +62,10 @@ void tern_fwd_ws_free(struct tern_fwd_ws *ws);
 tern_status tern_llama_bind_weights(struct tern_model *m);
 
 /* Moves every matmul weight of a bound model (not the input embedding) into
- * m->arena in the panel layout, using m->pool (weights_pack.c). */
+ * m->arena in the panel layout, using m->pool (weights_pack.c). When the copy
+ * would not fit in the memory the system has available, or cannot be
+ * mapped, the weights stay in the checkpoint mapping and TERN_OK is returned
+ * (tern_model_weights_desc says "mapped"). */
 tern_status tern_model_pack_weights(struct tern_model *m);
 
 #endif

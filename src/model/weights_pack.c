@@ -120,6 +120,19 @@ static void drop_source(const tern_weight *w)
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
+static size_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb << 10;
+}
+
 tern_status tern_model_pack_weights(tern_model *m)
 {
     pack_list l = {0};
@@ -131,12 +144,13 @@ tern_status tern_model_pack_weights(tern_model *m)
     }
     if (st || total == 0) goto out;
     size_t size = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    /* A copy that would not fit beside what the system has free would push the
+     * machine into swapping or the OOM killer: the weights stay mapped then. */
+    size_t avail = mem_available();
+    if (avail && size > avail / 10 * 9) goto out;
     /* over-allocate by one huge page so the arena can start on a 2 MB boundary */
     char *raw = mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
-        st = tern_error(TERN_E_NOMEM, "%s: no memory for %zu bytes of packed weights", m->dir, total);
-        goto out;
-    }
+    if (raw == MAP_FAILED) goto out;    /* no room for a copy: the weights stay mapped */
     char *arena = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
     if (arena > raw) munmap(raw, (size_t)(arena - raw));
     if (arena + size < raw + size + HUGE_PAGE)
