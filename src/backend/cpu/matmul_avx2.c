@@ -117,10 +117,58 @@ KERN_INLINE void tile(tern_dtype wdt, int panels, int mr, int nr, const float *x
             if (i < mr && j < nr) y[i * ldy + j] = hsum8(acc[i][j]);
 }
 
-KERN_INLINE void block(tern_dtype wdt, int panels, const float *x, long ldx, int M, int K,
+/* Decode (one row of x): NRD rows of w side by side (one whole panel in
+ * the panel layout), 12 accumulators + x + w in the 16 ymm registers, with
+ * software prefetch pfd bytes ahead of every weight line (0: none). Same
+ * per-element arithmetic as tile(). */
+enum { NRD = 12 };
+_Static_assert((int)NRD == (int)TERN_PANEL_ROWS, "a decode tile is one panel");
+
+KERN_INLINE void row(tern_dtype wdt, int panels, int pfd, const float *x, int K, const void *w,
+                     float *y)
+{
+    const long rs = panels ? TERN_PANEL_K : K;
+    const long wsz = wdt == TERN_DT_F32 ? 4 : 2;
+    __m256 acc[NRD];
+#pragma GCC unroll 12
+    for (int j = 0; j < NRD; j++) acc[j] = _mm256_setzero_ps();
+    long k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        long ko = k_off(panels, k);
+        int line = pfd && ((ko * wsz) & 63) == 0;
+#pragma GCC unroll 12
+        for (int j = 0; j < NRD; j++) {
+            acc[j] = _mm256_fmadd_ps(xv, load_w8(wdt, w, j * rs + ko), acc[j]);
+            if (line) _mm_prefetch((const char *)w + (j * rs + ko) * wsz + pfd, _MM_HINT_T1);
+        }
+    }
+    if (k < K) {
+        int rem = (int)(K - k);
+        __m256 xv = load_x8_tail(x + k, rem);
+        long ko = k_off(panels, k);
+#pragma GCC unroll 12
+        for (int j = 0; j < NRD; j++)
+            acc[j] = _mm256_fmadd_ps(xv, load_w8_tail(wdt, w, j * rs + ko, rem), acc[j]);
+    }
+#pragma GCC unroll 12
+    for (int j = 0; j < NRD; j++) y[j] = hsum8(acc[j]);
+}
+
+/* Prefetch distances of decode streams: row-major weights are NRD
+ * separate streams, panels one (shorter lead; none in huge pages, where
+ * the hardware prefetcher follows the stream across the whole page). */
+enum { PF_ROWS_BYTES = 24576, PF_PANEL_BYTES = 6144 };
+
+KERN_INLINE void block(tern_dtype wdt, int panels, int pfd, const float *x, long ldx, int M, int K,
                        const void *w, int n0, int n1, float *y, long ldy)
 {
     size_t wsz = wdt == TERN_DT_F32 ? 4 : 2;
+    if (M == 1)
+        for (; n0 + NRD <= n1; n0 += NRD) {
+            long off = panels ? tern_panel_offset(K, n0, 0) : (long)n0 * K;
+            row(wdt, panels, pfd, x, K, (const char *)w + (size_t)off * wsz, y + n0);
+        }
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const float *xm = x + m * ldx;
@@ -146,8 +194,9 @@ KERN_INLINE void block(tern_dtype wdt, int panels, const float *x, long ldx, int
 KERN_INLINE void layouts(tern_dtype wdt, const float *x, long ldx, int M, int K, const void *w,
                          int layout, int n0, int n1, float *y, long ldy)
 {
-    if (layout == TERN_WL_ROWS) block(wdt, 0, x, ldx, M, K, w, n0, n1, y, ldy);
-    else block(wdt, 1, x, ldx, M, K, w, n0, n1, y, ldy);
+    if (layout == TERN_WL_ROWS) block(wdt, 0, PF_ROWS_BYTES, x, ldx, M, K, w, n0, n1, y, ldy);
+    else if (layout == TERN_WL_PANELS) block(wdt, 1, PF_PANEL_BYTES, x, ldx, M, K, w, n0, n1, y, ldy);
+    else block(wdt, 1, 0, x, ldx, M, K, w, n0, n1, y, ldy);
 }
 
 static void mm_f32_f32(const void *x, long ldx, int M, int K, const void *w, int layout, int n0,
