@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,6 +68,12 @@ typedef struct {
     char *dst;
 } pack_job;
 
+static uintptr_t page_size(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    return pg > 0 ? (uintptr_t)pg : 4096;
+}
+
 static void pack_task(void *arg, int t)
 {
     const pack_job *j = arg;
@@ -80,8 +85,7 @@ static void pack_task(void *arg, int t)
     int r1 = p1 * TERN_PANEL_ROWS < j->w->rows ? p1 * TERN_PANEL_ROWS : j->w->rows;
     uintptr_t a = (uintptr_t)j->w->data + (size_t)p0 * TERN_PANEL_ROWS * row;
     uintptr_t b = (uintptr_t)j->w->data + (size_t)r1 * row;
-    uintptr_t pg = 4096;
-    a &= ~(pg - 1);
+    a &= ~(page_size() - 1);
     if (b > a) madvise((void *)a, b - a, MADV_POPULATE_READ);
 #endif
     tern_cpu_panel_pack(j->w->data, j->w->dt, j->w->rows, j->w->cols, j->dst, p0, p1);
@@ -99,7 +103,7 @@ static size_t huge_bytes(const void *p, size_t len)
     while (fgets(line, sizeof line, f)) {
         unsigned long a, b;
         size_t kb;
-        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' '))
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2)     /* a mapping's header line */
             inside = a < hi && b > lo;
         else if (inside && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1)
             total += kb << 10;
@@ -112,11 +116,10 @@ static size_t huge_bytes(const void *p, size_t len)
  * valid; a later read faults them in again from the page cache). */
 static void drop_source(const tern_weight *w)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0) return;
+    uintptr_t pg = page_size();
     uintptr_t a = (uintptr_t)w->data;
     uintptr_t b = a + (uintptr_t)w->rows * (uintptr_t)w->cols * tern_dtype_size(w->dt);
-    uintptr_t lo = (a + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg, hi = b / (uintptr_t)pg * (uintptr_t)pg;
+    uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
