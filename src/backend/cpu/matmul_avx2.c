@@ -119,13 +119,13 @@ KERN_INLINE void tile(tern_dtype wdt, int panels, int mr, int nr, const float *x
 
 /* Decode (one row of x): NRD rows of w side by side (one whole panel in
  * the panel layout), 12 accumulators + x + w in the 16 ymm registers, with
- * software prefetch pfd bytes ahead of every weight line (0: none). Same
- * per-element arithmetic as tile(). */
+ * (pf, a constant) software prefetch pfd bytes ahead of every weight line.
+ * Same per-element arithmetic as tile(). */
 enum { NRD = 12 };
 _Static_assert((int)NRD == (int)TERN_PANEL_ROWS, "a decode tile is one panel");
 
-KERN_INLINE void row(tern_dtype wdt, int panels, int pfd, const float *x, int K, const void *w,
-                     float *y)
+KERN_INLINE void row(tern_dtype wdt, int panels, int pf, int pfd, const float *x, int K,
+                     const void *w, float *y)
 {
     const long rs = panels ? TERN_PANEL_K : K;
     const long wsz = wdt == TERN_DT_F32 ? 4 : 2;
@@ -136,7 +136,7 @@ KERN_INLINE void row(tern_dtype wdt, int panels, int pfd, const float *x, int K,
     for (; k + 8 <= K; k += 8) {
         __m256 xv = _mm256_loadu_ps(x + k);
         long ko = k_off(panels, k);
-        int line = pfd && ((ko * wsz) & 63) == 0;
+        int line = pf && ((ko * wsz) & 63) == 0;
 #pragma GCC unroll 12
         for (int j = 0; j < NRD; j++) {
             acc[j] = _mm256_fmadd_ps(xv, load_w8(wdt, w, j * rs + ko), acc[j]);
@@ -160,15 +160,28 @@ KERN_INLINE void row(tern_dtype wdt, int panels, int pfd, const float *x, int K,
  * the hardware prefetcher follows the stream across the whole page). */
 enum { PF_ROWS_BYTES = 24576, PF_PANEL_BYTES = 6144 };
 
+/* Batches up to this many rows run as single-row passes over each group of
+ * NRD weight rows (the weights stay in cache between passes); larger ones
+ * use the MR x NR register tiles. */
+enum { ROW_MAX_M = 16 };
+
 KERN_INLINE void block(tern_dtype wdt, int panels, int pfd, const float *x, long ldx, int M, int K,
                        const void *w, int n0, int n1, float *y, long ldy)
 {
     size_t wsz = wdt == TERN_DT_F32 ? 4 : 2;
-    if (M == 1)
+    if (M <= ROW_MAX_M) {
+        /* several passes over a panel: each prefetches one panel ahead so
+         * memory keeps streaming while the later passes hit the cache */
+        int d = panels && M > 1 ? (int)(TERN_PANEL_ROWS * tern_panel_kp(K) * (long)wsz) : pfd;
         for (; n0 + NRD <= n1; n0 += NRD) {
             long off = panels ? tern_panel_offset(K, n0, 0) : (long)n0 * K;
-            row(wdt, panels, pfd, x, K, (const char *)w + (size_t)off * wsz, y + n0);
+            const void *wn = (const char *)w + (size_t)off * wsz;
+            for (int m = 0; m < M; m++) {
+                if (d) row(wdt, panels, 1, d, x + m * ldx, K, wn, y + m * ldy + n0);
+                else row(wdt, panels, 0, 0, x + m * ldx, K, wn, y + m * ldy + n0);
+            }
         }
+    }
     for (int m = 0; m < M; m += MR) {
         int mr = M - m < MR ? M - m : MR;
         const float *xm = x + m * ldx;
