@@ -180,6 +180,34 @@ int main(int argc, char **argv)
                    100 * model_bytes / t * 1e-9 / triad[p], 1 / t);
         }
 
+    /* Small batches (continuous batching decodes several rows per step):
+     * the lm_head shape, best of 6 alternating calls per layout. */
+    {
+        const shape *s = &shapes[N_SHAPES - 1];
+        size_t n = (size_t)s->K * s->N, plen = 0;
+        uint16_t *wr = random_bf16(n, 5u);
+        void *wp = panel_copy(wr, s->N, s->K, &plen);
+        static const int Ms[] = {1, 2, 3, 4, 8, 16};
+        printf("\nsmall batches, %s (%.0f MB), 2 threads: ms per product (GB/s of weights)\n", s->name,
+               n * 2 / 1e6);
+        for (size_t i = 0; wp && i < sizeof Ms / sizeof Ms[0]; i++) {
+            double best[2] = {1e30, 1e30};
+            for (int r = 0; r < 6; r++)
+                for (int l = 0; l < 2; l++) {
+                    tern_mm_out o = {l ? wp : (void *)wr, TERN_DT_BF16, s->N, y,
+                                     l ? TERN_WL_PANELS_HUGE : TERN_WL_ROWS};
+                    double t0 = now_s();
+                    tern_cpu_matmul_multi(pools[1], TERN_ACT_BF16, x, Ms[i], s->K, &o, 1);
+                    double t = now_s() - t0;
+                    if (t < best[l]) best[l] = t;
+                }
+            printf("M=%2d  row-major %6.2f ms (%5.1f GB/s) | panels in huge pages %6.2f ms (%5.1f GB/s)\n",
+                   Ms[i], best[0] * 1e3, n * 2 / best[0] * 1e-9, best[1] * 1e3, n * 2 / best[1] * 1e-9);
+        }
+        free(wr);
+        if (wp) munmap(wp, plen);
+    }
+
     printf("\nprefill M=%d: GFLOP/s\n", M);
     printf("%-8s %5s %6s | %-22s | %-22s | %-22s\n", "shape", "K", "N", "bf16 w, bf16 act",
            "bf16 w, f32 act", "f16 w, f32 act");
