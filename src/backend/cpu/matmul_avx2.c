@@ -160,16 +160,17 @@ KERN_INLINE void row(tern_dtype wdt, int panels, int pf, int pfd, const float *x
  * the hardware prefetcher follows the stream across the whole page). */
 enum { PF_ROWS_BYTES = 24576, PF_PANEL_BYTES = 6144 };
 
-/* Batches up to this many rows run as single-row passes over each group of
- * NRD weight rows (the weights stay in cache between passes); larger ones
- * use the MR x NR register tiles. */
+/* Batches up to this many rows over panels run as single-row passes over
+ * each panel (it stays in cache between passes); larger ones, and batches
+ * over row-major weights (mostly attention's small cache-resident
+ * products), use the MR x NR register tiles. */
 enum { ROW_MAX_M = 16 };
 
 KERN_INLINE void block(tern_dtype wdt, int panels, int pfd, const float *x, long ldx, int M, int K,
                        const void *w, int n0, int n1, float *y, long ldy)
 {
     size_t wsz = wdt == TERN_DT_F32 ? 4 : 2;
-    if (M <= ROW_MAX_M) {
+    if (M == 1 || (M <= ROW_MAX_M && panels)) {
         /* several passes over a panel: each prefetches one panel ahead so
          * memory keeps streaming while the later passes hit the cache */
         int d = panels && M > 1 ? (int)(TERN_PANEL_ROWS * tern_panel_kp(K) * (long)wsz) : pfd;

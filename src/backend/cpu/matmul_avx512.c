@@ -307,8 +307,8 @@ KERN_INLINE void row_bf16act(int panels, int pf, int pfd, const uint16_t *x, int
     for (int j = 0; j < NRD; j++) y[j] = hsum16(acc[j]);
 }
 
-/* Small batches (2 <= M <= PF_MAX_ROWS): two rows of x against NRD rows of
- * w, 24 accumulators. Each panel (or group of NRD rows) is streamed once
+/* Small batches over panels (2 <= M <= PF_MAX_ROWS): two rows of x
+ * against NRD rows of w, 24 accumulators. Each panel (or group of NRD rows) is streamed once
  * per pair of x rows and stays in L1/L2 for the next pair, so a batch of
  * decode rows reads the weights from memory in the same sequential stream
  * as a single row. Same per-element arithmetic as the tiles. */
@@ -408,12 +408,14 @@ KERN_INLINE void pair_bf16act(int panels, int pf, int pfd, const uint16_t *x, lo
     }
 }
 
-/* Prefetch distance in a small batch. With more than one pass over a
- * panel (M > 2), the later passes read it from cache and memory would idle
- * meanwhile: every pass prefetches one whole panel ahead instead (measured
- * on Zen 4, lm_head shape, M = 3..8: ~1.3x over prefetching only in the
- * first pass, which in turn beats none). Row-major weights keep their
- * per-row lead. */
+/* Prefetch distance in a small batch over panels. With more than one pass
+ * over a panel (M > 2), the later passes read it from cache and memory
+ * would idle meanwhile: every pass prefetches one whole panel ahead instead
+ * (measured on Zen 4, lm_head shape, M = 3..8: ~1.3x over prefetching only
+ * in the first pass, which in turn beats none). Row-major weights keep the
+ * register tiles with their per-row lead: the pair kernels were slower on
+ * them for the small cache-resident products of attention (a few percent
+ * of decode). */
 KERN_INLINE int batch_pfd(int panels, int pfd, int M, int K, int wsz)
 {
     if (!panels || M <= 2) return pfd;
@@ -474,7 +476,7 @@ KERN_INLINE void block_f32act(tern_dtype wdt, int panels, int pfd, const float *
         for (; n0 + NRD <= n1; n0 += NRD)
             row_f32act(wdt, panels, pfd != 0, pfd, x, K,
                        (const char *)w + (size_t)tile_off(panels, K, n0) * wsz, y + n0);
-    else if (M <= PF_MAX_ROWS) {
+    else if (M <= PF_MAX_ROWS && panels) {
         int d = batch_pfd(panels, pfd, M, K, (int)wsz);
         if (d) batch_f32act(wdt, panels, 1, d, x, ldx, M, K, w, &n0, n1, y, ldy);
         else batch_f32act(wdt, panels, 0, 0, x, ldx, M, K, w, &n0, n1, y, ldy);
@@ -544,7 +546,7 @@ KERN_INLINE void block_bf16act(int panels, int pfd, const uint16_t *x, long ldx,
     if (M == 1)
         for (; n0 + NRD <= n1; n0 += NRD)
             row_bf16act(panels, pfd != 0, pfd, x, K, w + tile_off(panels, K, n0), y + n0);
-    else if (M <= PF_MAX_ROWS) {
+    else if (M <= PF_MAX_ROWS && panels) {
         int d = batch_pfd(panels, pfd, M, K, 2);
         if (d) batch_bf16act(panels, 1, d, x, ldx, M, K, w, &n0, n1, y, ldy);
         else batch_bf16act(panels, 0, 0, x, ldx, M, K, w, &n0, n1, y, ldy);
