@@ -11,6 +11,10 @@
 #   (c) build/tern bench --model DIR --prompt-tokens .. --gen-tokens .. --threads .. --reps $REPS --json
 #       ($TERN_REPS times; its last stdout line is JSON with prefill_tps and decode_tps)
 #   (d) STREAM triad again
+#   (e) $PAIRS decode-only pairs, alternating: llama-bench F16 -p 0 -n $GEN_TOKENS -r 2, then
+#       tern bench --prompt-tokens 16 --gen-tokens $GEN_TOKENS --reps 2 (best sample of each);
+#       on a host whose bandwidth drifts, alternating short runs compares the two at nearly the
+#       same moment, and the table lists every pair's ratio and their median
 # and prints a markdown table: prefill and decode tok/s for both (best of the repetitions),
 # tern / llama.cpp ratios, decode as % of the bandwidth ceiling
 # (ceiling = triad bandwidth / weight bytes read per decoded token). The triad bandwidth used is
@@ -31,7 +35,7 @@
 #   TERN           tern binary                 [build/tern]
 #   THREADS [2]  PROMPT_TOKENS [512]  GEN_TOKENS [128]  REPS [3] (llama-bench -r, tern --reps)
 #   TERN_REPS [1] (tern bench processes)  TERN_ARGS [--reps $REPS] (extra tern bench arguments)
-#   TRIAD_MIB [256] (per array)  TRIAD_REPS [10]
+#   TRIAD_MIB [256] (per array)  TRIAD_REPS [10]  PAIRS [3] (interleaved decode pairs; 0 = none)
 #   SKIP_LLAMACPP=1 / SKIP_TERN=1 to leave one side out.
 #   OUT_DIR        where raw outputs are kept  [a fresh temporary directory]
 #   REPORT_ONLY=1  measure nothing; print the table from the raw outputs already in OUT_DIR
@@ -62,6 +66,7 @@ TERN_REPS="${TERN_REPS:-1}"
 TERN_ARGS="${TERN_ARGS:---reps $REPS}"
 TRIAD_MIB="${TRIAD_MIB:-256}"
 TRIAD_REPS="${TRIAD_REPS:-10}"
+PAIRS="${PAIRS:-3}"
 SKIP_LLAMACPP="${SKIP_LLAMACPP:-0}"
 SKIP_TERN="${SKIP_TERN:-0}"
 REPORT_ONLY="${REPORT_ONLY:-0}"
@@ -170,6 +175,25 @@ fi
 # (d) STREAM triad again.
 say "running STREAM triad again ($THREADS threads)"
 run_triad triad_after.txt
+
+# (e) Interleaved decode-only pairs.
+: > "$OUT_DIR/pairs.jsonl"
+if [ "$PAIRS" -gt 0 ] 2>/dev/null && [ "$SKIP_LLAMACPP" != "1" ] && [ "$SKIP_TERN" != "1" ] &&
+   [ -x "$LLAMA_BENCH" ] && [ -f "$GGUF" ] && [ -x "$TERN" ]; then
+    for i in $(seq 1 "$PAIRS"); do
+        say "decode pair $i/$PAIRS"
+        # shellcheck disable=SC2086
+        "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" -p 0 -n "$GEN_TOKENS" -r 2 $LLAMA_BENCH_ARGS -o json \
+            > "$OUT_DIR/pair.$i.llama.json" 2>/dev/null || continue
+        "$TERN" bench --model "$MODEL_DIR" --prompt-tokens 16 --gen-tokens "$GEN_TOKENS" --threads "$THREADS" \
+            --reps 2 --json 2>/dev/null | tail -n 1 > "$OUT_DIR/pair.$i.tern.json" || continue
+        python3 - "$OUT_DIR/pair.$i.llama.json" "$OUT_DIR/pair.$i.tern.json" >> "$OUT_DIR/pairs.jsonl" <<'PY' || true
+import json, sys
+t = json.load(open(sys.argv[1]))[0]
+print(json.dumps({"llama_tg": max(t["samples_ts"]), "tern_tg": json.load(open(sys.argv[2]))["decode_tps"]}))
+PY
+    done
+fi
 }
 
 if [ "$REPORT_ONLY" != "1" ]; then
@@ -296,6 +320,14 @@ print("| tern / llama.cpp (F16) | %s | %s | |" % (ratio(tern_pp, llama_pp), rati
 if has_bf16:
     print("| llama.cpp (BF16) | %s | %s | %s |" % (fmt(bf16_pp), fmt(bf16_tg), pct(bf16_tg)))
     print("| tern / llama.cpp (BF16) | %s | %s | |" % (ratio(tern_pp, bf16_pp), ratio(tern_tg, bf16_tg)))
+pairs = read_json_lines(os.path.join(out_dir, "pairs.jsonl"))
+if pairs:
+    rs = sorted(p["tern_tg"] / p["llama_tg"] for p in pairs)
+    med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
+    print()
+    print("Interleaved decode-only pairs (llama.cpp F16 tg%d, then tern): %s -> ratios %s, median %.2fx" % (
+        tg, ", ".join("%.1f / %.1f" % (p["llama_tg"], p["tern_tg"]) for p in pairs),
+        ", ".join("%.2f" % (p["tern_tg"] / p["llama_tg"]) for p in pairs), med))
 print()
 print("- machine: %s, %s CPUs online (%s), %s threads used" % (cpu, ncpu, flags.strip() or "?", threads))
 print("- STREAM triad (%s threads): %s GB/s used for the ceiling (before %s, after %s, inside tern bench %s)" % (
