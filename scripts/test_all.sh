@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite: the unit tests (release build
 # and an ASan/UBSan build), then the Python tests (pytest) that drive the tern
-# binary against goldens made by the reference implementations.
+# binary against goldens made by the reference implementations, once with the
+# release binary and once with the ASan/UBSan one.
 # The last line is "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +19,15 @@ log=$(mktemp)
 echo "== unit tests (release)"; scripts/run_unit_tests.sh build | tee "$log"; count "$log"
 echo "== unit tests (ASan/UBSan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 scripts/run_unit_tests.sh build-san | tee "$log"; count "$log"
-echo "== python tests"
-python3 -m pytest -q tests/py 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then grep -qE '[0-9]+ failed' "$log" || fail=$((fail + 1)); fi
-count "$log"
+pytest_pass() { # BIN: the whole Python suite against one tern binary
+  TERN_BIN="$1" python3 -m pytest -q tests/py 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then grep -qE '[0-9]+ failed' "$log" || fail=$((fail + 1)); fi
+  count "$log"
+}
+echo "== python tests (release)"; pytest_pass "$PWD/build/tern"
+echo "== python tests (ASan/UBSan)"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 pytest_pass "$PWD/build-san/tern"
 rm -f "$log"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

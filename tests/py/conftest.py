@@ -5,7 +5,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED = pathlib.Path(os.environ.get("TERN_SHARED", ROOT.parent / "shared"))
-TERN = ROOT / "build" / "tern"
+TERN = pathlib.Path(os.environ.get("TERN_BIN", ROOT / "build" / "tern"))
 
 
 @pytest.fixture(scope="session")

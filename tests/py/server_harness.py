@@ -13,7 +13,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # TERN_SERVE_BIN runs the suites against another build (e.g. build-san/tern).
-TERN = pathlib.Path(os.environ.get("TERN_SERVE_BIN", ROOT / "build" / "tern"))
+TERN = pathlib.Path(os.environ.get("TERN_SERVE_BIN", os.environ.get("TERN_BIN", ROOT / "build" / "tern")))
 MODEL = ROOT / "models" / "tern-demo-code-17m"
 
 
