@@ -307,6 +307,28 @@ KERN_INLINE void row_bf16act(int panels, int pf, int pfd, const uint16_t *x, int
     for (int j = 0; j < NRD; j++) y[j] = hsum16(acc[j]);
 }
 
+/* Reduces the two rows of NRD accumulators of a pair kernel into y (row 0)
+ * and y + ldy (row 1), with the batched hsum16_x16. */
+KERN_INLINE void store_pair(const __m512 *a0, const __m512 *a1, float *y, long ldy)
+{
+    __m512 a[32];
+    float r[32];
+#pragma GCC unroll 16
+    for (int j = 0; j < NRD; j++) {
+        a[j] = a0[j];
+        a[16 + j] = a1[j];
+    }
+#pragma GCC unroll 4
+    for (int j = NRD; j < 16; j++) a[j] = a[16 + j] = _mm512_setzero_ps();
+    hsum16_x16(a, r);
+    hsum16_x16(a + 16, r + 16);
+#pragma GCC unroll 16
+    for (int j = 0; j < NRD; j++) {
+        y[j] = r[j];
+        y[ldy + j] = r[16 + j];
+    }
+}
+
 /* Small batches over panels (2 <= M <= PF_MAX_ROWS): two rows of x
  * against NRD rows of w, 24 accumulators. Each panel (or group of NRD rows) is streamed once
  * per pair of x rows and stays in L1/L2 for the next pair, so a batch of
@@ -342,22 +364,7 @@ KERN_INLINE void pair_f32act(tern_dtype wdt, int panels, int pf, int pfd, const 
             a1[j] = _mm512_fmadd_ps(x1, wv, a1[j]);
         }
     }
-    __m512 a[32];
-    float r[32];
-#pragma GCC unroll 16
-    for (int j = 0; j < NRD; j++) {
-        a[j] = a0[j];
-        a[16 + j] = a1[j];
-    }
-#pragma GCC unroll 4
-    for (int j = NRD; j < 16; j++) a[j] = a[16 + j] = _mm512_setzero_ps();
-    hsum16_x16(a, r);
-    hsum16_x16(a + 16, r + 16);
-#pragma GCC unroll 16
-    for (int j = 0; j < NRD; j++) {
-        y[j] = r[j];
-        y[ldy + j] = r[16 + j];
-    }
+    store_pair(a0, a1, y, ldy);
 }
 
 KERN_INLINE void pair_bf16act(int panels, int pf, int pfd, const uint16_t *x, long ldx, int K,
@@ -390,22 +397,7 @@ KERN_INLINE void pair_bf16act(int panels, int pf, int pfd, const uint16_t *x, lo
             a1[j] = _mm512_dpbf16_ps(a1[j], x1, wv);
         }
     }
-    __m512 a[32];
-    float r[32];
-#pragma GCC unroll 16
-    for (int j = 0; j < NRD; j++) {
-        a[j] = a0[j];
-        a[16 + j] = a1[j];
-    }
-#pragma GCC unroll 4
-    for (int j = NRD; j < 16; j++) a[j] = a[16 + j] = _mm512_setzero_ps();
-    hsum16_x16(a, r);
-    hsum16_x16(a + 16, r + 16);
-#pragma GCC unroll 16
-    for (int j = 0; j < NRD; j++) {
-        y[j] = r[j];
-        y[ldy + j] = r[16 + j];
-    }
+    store_pair(a0, a1, y, ldy);
 }
 
 /* Prefetch distance in a small batch over panels. With more than one pass
