@@ -1,5 +1,6 @@
-/* The serial generate loop: prefill a prompt in chunks, then decode token by
- * token through the sampler, reporting each token to a callback.
+/* One generation, start to finish: submits the prompt to an engine of its
+ * own (tern/engine.h) and waits, reporting each token to a callback. It runs
+ * the same scheduler code path as the server, at a batch of one.
  *
  * Ownership: the model is borrowed for the call; the prompt is borrowed; the
  * event passed to the callback and its arrays are borrowed for the duration of
@@ -9,16 +10,10 @@
 
 #include <stdint.h>
 
+#include "tern/engine.h"
 #include "tern/model.h"
 #include "tern/sampler.h"
 #include "tern/status.h"
-
-typedef enum {
-    TERN_FINISH_NONE = 0,
-    TERN_FINISH_EOS,      /* model emitted an end-of-sequence id (not reported) */
-    TERN_FINISH_LENGTH,   /* max_tokens reached */
-    TERN_FINISH_STOPPED   /* the callback asked to stop */
-} tern_finish;
 
 typedef struct {
     int max_tokens;            /* > 0 */
@@ -30,15 +25,6 @@ typedef struct {
     int n_extra_eos;
     int ignore_eos;            /* keep generating through end-of-sequence ids */
 } tern_generate_opts;
-
-typedef struct {
-    int32_t token;
-    int     step;              /* 0-based index of this generated token */
-    float   logprob;           /* log-softmax after processors (when asked) */
-    int     n_top;
-    const int32_t *top_ids;    /* borrowed, n_top, best first */
-    const float   *top_logprobs;
-} tern_token_event;
 
 /* Return 0 to continue, non-zero to stop generation after this token. */
 typedef int (*tern_token_cb)(void *user, const tern_token_event *ev);
@@ -54,7 +40,7 @@ typedef struct {
 
 void tern_generate_opts_default(tern_generate_opts *o);
 
-/* Runs one generation on a fresh KV state. stats may be NULL. */
+/* Runs one generation with a KV pool sized for it. stats may be NULL. */
 tern_status tern_generate(tern_model *model, const int32_t *prompt, int n_prompt,
                           const tern_generate_opts *opts, tern_token_cb cb, void *user,
                           tern_generate_stats *stats);

@@ -16,7 +16,8 @@ typedef enum {
     TERN_E_RANGE,        /* value or size out of the allowed range */
     TERN_E_STATE,        /* operation not valid in the object's current state */
     TERN_E_CANCELLED,    /* stopped on the caller's request */
-    TERN_E_INTERNAL      /* invariant broken: a bug in tern */
+    TERN_E_INTERNAL,     /* invariant broken: a bug in tern */
+    TERN_E_BUSY          /* no room now (a full queue); try again later */
 } tern_status;
 
 /* Records a formatted message for the calling thread and returns code. */

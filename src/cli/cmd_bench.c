@@ -33,11 +33,11 @@ static tern_status prefill_once(tern_model *m, const int32_t *ids, int P, double
 {
     tern_kv *kv;
     int row, V = tern_model_vocab_size(m);
-    tern_status st = tern_model_kv_create(m, 1, P, &kv);
+    tern_status st = tern_model_kv_create(m, 1, P, 0, &kv);
     if (st) return st;
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
-    if (!(st = tern_kv_row_add(kv, &row))) {
+    if (!(st = tern_kv_row_add(kv, P, &row))) {
         double t0 = tern_now();
         tern_batch b = {1, &row, &P, ids, NULL};
         st = tern_forward(m, kv, &b, logits, NULL);
@@ -54,11 +54,11 @@ static tern_status decode_once(tern_model *m, int32_t first, int G, double *secs
 {
     tern_kv *kv;
     int row, V = tern_model_vocab_size(m), one = 1;
-    tern_status st = tern_model_kv_create(m, 1, G + 1, &kv);
+    tern_status st = tern_model_kv_create(m, 1, G + 1, 0, &kv);
     if (st) return st;
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
-    if ((st = tern_kv_row_add(kv, &row))) goto done;
+    if ((st = tern_kv_row_add(kv, G + 1, &row))) goto done;
     int32_t tok = first;
     double t0 = tern_now();
     for (int i = 0; i < G; i++) {

@@ -46,6 +46,7 @@ const char *tern_status_str(tern_status code)
     case TERN_E_STATE: return "invalid state";
     case TERN_E_CANCELLED: return "cancelled";
     case TERN_E_INTERNAL: return "internal error";
+    case TERN_E_BUSY: return "busy";
     }
     return "unknown status";
 }

@@ -1,13 +1,30 @@
-/* KV state: one layout object per attention layer, each holding rows
- * (independent sequences) that grow by appending keys and values.
+/* KV state: a pool of fixed-size, reference-counted blocks shared by rows.
  *
- * A layout is reached only through its vtable, so the forward pass works the
- * same over every layout (plain now; quantized, rotating, ... later). Rows are
- * identified by small integers handed out by tern_kv_row_add; the same row id
- * addresses that sequence in every layer.
+ * The pool is allocated once (n_blocks blocks of block_tokens positions) and
+ * every layer keeps its keys and values for a block in the same block id, so
+ * a row is one block table plus a length, valid in every layer. Attention
+ * reads a row's blocks in table order. A forked row shares its source's
+ * blocks (reference counts); the partial last block is copied on the first
+ * write by either side. Joining or leaving the batch copies nothing.
  *
- * Ownership: tern_kv_create returns an owned object; views returned by
- * layer->vt->view are borrowed and valid until the next append/trim/row op. */
+ * What a block holds and how attention reads it is the layer layout's
+ * business (tern_kv_vtable: plain float32 now; quantized, sliding window or
+ * per-row recurrent state later), so the scheduler never sees a layout.
+ *
+ * Transactions:
+ *  - admission: tern_kv_row_prepare reserves every block the row
+ *    may take and build its table without touching live rows (may fail);
+ *    tern_kv_row_commit links the row in and cannot fail; tern_kv_row_discard
+ *    returns everything. At most one prepared row is outstanding at a time.
+ *  - growth: tern_kv_grow makes room for the next tokens of a set of rows; its
+ *    fallible part runs before any live state changes, and blocks come from
+ *    the rows' reservations, so a failure leaves every row as it was.
+ *  - speculation: tern_kv_round_begin / _commit / _rollback(keep) per row, or
+ *    the row-wise forms over several rows at once.
+ *
+ * Ownership: tern_kv_create returns an owned object; views are borrowed and
+ * valid until the next grow / row operation. Not thread-safe: one owner (the
+ * scheduler, or a single generate loop) drives it. */
 #ifndef TERN_KV_KV_H
 #define TERN_KV_KV_H
 
@@ -15,29 +32,33 @@
 
 #include "tern/status.h"
 
+enum { TERN_KV_BLOCK_TOKENS = 32 };
+
 typedef struct tern_kv_layer tern_kv_layer;
 
-/* Keys and values of one row in one layer, float32, head-major so that one
- * head's keys form a contiguous [len, head_dim] matrix:
- * k[head * head_stride + pos * head_dim + d]. */
+/* Keys and values of one row in one layer, as attention reads them: block b
+ * of the row (positions [b*block_tokens, (b+1)*block_tokens)) holds, for KV
+ * head h, the contiguous matrix [block_tokens, head_dim] at
+ * k + table[b] * block_stride + h * head_stride (likewise v). */
 typedef struct {
     const float *k, *v;
-    int len;
-    long head_stride;  /* floats between heads (>= len * head_dim) */
+    const int *table;       /* borrowed */
+    int len;                /* positions visible */
+    int block_tokens;
+    long block_stride;      /* floats per block (all heads) */
+    long head_stride;       /* floats per head within a block */
 } tern_kv_view;
 
 typedef struct {
     const char *(*signature)(const tern_kv_layer *l);
     size_t (*bytes_per_token)(const tern_kv_layer *l);
-    /* Makes room for row id (new, empty). */
-    tern_status (*row_add)(tern_kv_layer *l, int row);
-    void (*row_remove)(tern_kv_layer *l, int row);
-    /* Appends n positions; k and v are [n, n_kv_heads*head_dim] (borrowed). */
-    tern_status (*append)(tern_kv_layer *l, int row, int n, const float *k, const float *v);
-    tern_status (*view)(const tern_kv_layer *l, int row, tern_kv_view *out);
-    /* Drops the last n positions, or TERN_E_UNSUPPORTED for layouts that
-     * cannot rewind. */
-    tern_status (*trim)(tern_kv_layer *l, int row, int n);
+    /* Stores n positions starting at pos of the row whose blocks are table;
+     * k and v are [n, n_kv_heads*head_dim] (borrowed). Cannot fail: the
+     * blocks exist (tern_kv_grow) and belong to that row alone. */
+    void (*write)(tern_kv_layer *l, const int *table, int pos, int n, const float *k, const float *v);
+    /* Copies the first n positions of block src into block dst. */
+    void (*copy_block)(tern_kv_layer *l, int dst, int src, int n);
+    void (*view)(const tern_kv_layer *l, const int *table, int len, tern_kv_view *out);
     void (*destroy)(tern_kv_layer *l);
 } tern_kv_vtable;
 
@@ -51,30 +72,81 @@ typedef struct {
     int n_layers, n_kv_heads, head_dim;
     int max_rows;      /* row ids are 0..max_rows-1 */
     int max_len;       /* positions per row */
+    int block_tokens;  /* 0 = TERN_KV_BLOCK_TOKENS */
+    long n_blocks;     /* 0 = enough for max_rows rows of max_len */
 } tern_kv_shape;
 
-/* Creates plain float32 layouts for every layer. */
-tern_status tern_kv_create_plain(const tern_kv_shape *shape, tern_kv **out);
+/* A prepared row (admission), filled by tern_kv_row_prepare: owned by the
+ * caller until commit or discard. */
+typedef struct {
+    int *table;        /* owned */
+    int cap;           /* table capacity */
+    long reserve;      /* blocks the row may take */
+} tern_kv_prep;
+
+/* Creates a pool of plain float32 layouts for every layer; the block
+ * storage is mapped lazily, so unused blocks cost address space only. */
+tern_status tern_kv_create(const tern_kv_shape *shape, tern_kv **out);
 void tern_kv_free(tern_kv *kv);
 
-/* Hands out a free row id (empty, offset 0). */
-tern_status tern_kv_row_add(tern_kv *kv, int *row);
+/* Blocks needed to hold n positions. */
+long tern_kv_blocks_for(const tern_kv *kv, long n);
+/* Prepares a new empty row that may grow to reserve_tokens positions, plus
+ * extra_blocks more in its reservation (see tern_kv_row_adopt). */
+tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blocks, tern_kv_prep *p);
+/* Links a prepared row in; returns its id. Cannot fail. */
+int tern_kv_row_commit(tern_kv *kv, tern_kv_prep *p);
+void tern_kv_row_discard(tern_kv_prep *p);
+/* prepare + commit. */
+tern_status tern_kv_row_add(tern_kv *kv, long reserve_tokens, int *row);
+/* Fork: the empty row dst takes row src's positions by sharing its blocks
+ * (no copy). dst was prepared for its final length plus one extra block;
+ * the blocks it no longer needs leave its reservation, and the extra one
+ * moves to src, which may have to copy the shared partial block on its next
+ * write. TERN_E_STATE when dst is not empty or its reservation is short. */
+tern_status tern_kv_row_adopt(tern_kv *kv, int dst, int src);
+/* Releases the row's blocks and the rest of its reservation. */
 void tern_kv_row_remove(tern_kv *kv, int row);
 int tern_kv_row_valid(const tern_kv *kv, int row);
-/* Tokens already stored for row (= position of the next token). */
+/* Tokens already stored for row (= position of the next token); -1 if free. */
 int tern_kv_offset(const tern_kv *kv, int row);
 int tern_kv_max_len(const tern_kv *kv);
-/* Drops the last n tokens of row in every layer. */
+/* Drops the last n tokens of row (a length cut). */
 tern_status tern_kv_trim(tern_kv *kv, int row, int n);
-/* Records that n tokens were appended to row in every layer (the forward pass
- * appends per layer, then advances the row once). */
+
+/* Makes room for n_new[i] more tokens of rows[i]: copies a shared partial
+ * block on write and attaches blocks from each row's reservation. On failure
+ * nothing visible has changed. */
+tern_status tern_kv_grow(tern_kv *kv, const int *rows, const int *n_new, int n_rows);
+/* Records that n tokens were stored for row (after a successful forward). */
 void tern_kv_advance(tern_kv *kv, int row, int n);
+/* The row's blocks, for the forward's writes (borrowed). */
+const int *tern_kv_table(const tern_kv *kv, int row);
+
+/* Speculation rounds: begin marks the row's length; commit keeps everything
+ * appended since; rollback(keep) keeps only the first keep of those tokens. */
+tern_status tern_kv_round_begin(tern_kv *kv, int row);
+tern_status tern_kv_round_commit(tern_kv *kv, int row);
+tern_status tern_kv_round_rollback(tern_kv *kv, int row, int keep);
+/* Row-wise forms: keep NULL = commit every row; else rollback rows[i] to keep[i]. */
+tern_status tern_kv_round_begin_rows(tern_kv *kv, const int *rows, int n);
+tern_status tern_kv_round_end_rows(tern_kv *kv, const int *rows, const int *keep, int n);
+
 tern_kv_layer *tern_kv_layer_at(tern_kv *kv, int layer);
 size_t tern_kv_bytes_per_token(const tern_kv *kv);
 const char *tern_kv_signature(const tern_kv *kv);
 
+typedef struct {
+    long blocks_total, blocks_free, blocks_reserved;   /* reserved: promised, not yet taken */
+    int block_tokens;
+    int rows_used;
+} tern_kv_stats;
+void tern_kv_get_stats(const tern_kv *kv, tern_kv_stats *out);
+/* Reference count of block b (tests). */
+int tern_kv_block_refs(const tern_kv *kv, int b);
+
 /* Plain layout constructor (kv_plain.c). */
-tern_status tern_kv_plain_layer_create(int n_kv_heads, int head_dim, int max_rows, int max_len,
+tern_status tern_kv_plain_layer_create(int n_kv_heads, int head_dim, int block_tokens, long n_blocks,
                                        tern_kv_layer **out);
 
 #endif

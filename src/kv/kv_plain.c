@@ -1,135 +1,103 @@
-/* Plain layout: float32 keys and values, one growable buffer per row, laid
- * out head-major ([n_kv_heads][cap][head_dim]). Buffers grow geometrically up
- * to max_len so short requests stay small. */
+/* Plain layout: float32 keys and values. One layer keeps two arrays of
+ * [n_blocks][n_kv_heads][block_tokens][head_dim], mapped lazily (pages are
+ * committed when a block is first written), so that one head's keys within a
+ * block are a contiguous [block_tokens, head_dim] matrix for attention. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kv/kv.h"
 
 typedef struct {
-    float *k, *v;
-    int len, cap;   /* positions stored / allocated; cap < 0 = row free */
-} plain_row;
-
-typedef struct {
     tern_kv_layer base;
-    int n_kv_heads, head_dim, max_rows, max_len;
-    plain_row *rows;
+    int n_kv_heads, head_dim, bt;
+    long n_blocks;
+    float *k, *v;
+    size_t bytes;       /* of each mapping */
 } plain_layer;
-
-static int width(const plain_layer *p) { return p->n_kv_heads * p->head_dim; }
 
 static const char *plain_signature(const tern_kv_layer *l) { (void)l; return "kv:plain"; }
 
 static size_t plain_bytes_per_token(const tern_kv_layer *l)
 {
-    return 2 * sizeof(float) * (size_t)width((const plain_layer *)l);
+    const plain_layer *p = (const plain_layer *)l;
+    return 2 * sizeof(float) * (size_t)p->n_kv_heads * (size_t)p->head_dim;
 }
 
-static tern_status plain_row_add(tern_kv_layer *l, int row)
-{
-    plain_layer *p = (plain_layer *)l;
-    if (row < 0 || row >= p->max_rows) return tern_error(TERN_E_RANGE, "kv: row %d out of range", row);
-    p->rows[row] = (plain_row){NULL, NULL, 0, 0};
-    return TERN_OK;
-}
+static long block_stride(const plain_layer *p) { return (long)p->n_kv_heads * p->bt * p->head_dim; }
 
-static void plain_row_remove(tern_kv_layer *l, int row)
+static void plain_write(tern_kv_layer *l, const int *table, int pos, int n, const float *k, const float *v)
 {
     plain_layer *p = (plain_layer *)l;
-    free(p->rows[row].k);
-    free(p->rows[row].v);
-    p->rows[row] = (plain_row){NULL, NULL, 0, -1};
-}
-
-static tern_status plain_append(tern_kv_layer *l, int row, int n, const float *k, const float *v)
-{
-    plain_layer *p = (plain_layer *)l;
-    plain_row *r = &p->rows[row];
-    if (r->cap < 0) return tern_error(TERN_E_STATE, "kv: row %d is not in use", row);
-    if (n > p->max_len - r->len)
-        return tern_error(TERN_E_RANGE, "kv: row %d would exceed the context of %d tokens", row, p->max_len);
     size_t hd = (size_t)p->head_dim, H = (size_t)p->n_kv_heads;
-    if (r->len + n > r->cap) {
-        int cap = r->cap ? r->cap : 256;
-        while (cap < r->len + n) cap *= 2;
-        if (cap > p->max_len) cap = p->max_len;
-        float *nk = malloc((size_t)cap * H * hd * sizeof *nk);
-        float *nv = malloc((size_t)cap * H * hd * sizeof *nv);
-        if (!nk || !nv) {
-            free(nk);
-            free(nv);
-            return tern_error(TERN_E_NOMEM, "kv: out of memory");
-        }
-        for (size_t h = 0; h < H && r->len; h++) {
-            memcpy(nk + h * cap * hd, r->k + h * r->cap * hd, (size_t)r->len * hd * sizeof *nk);
-            memcpy(nv + h * cap * hd, r->v + h * r->cap * hd, (size_t)r->len * hd * sizeof *nv);
-        }
-        free(r->k);
-        free(r->v);
-        r->k = nk;
-        r->v = nv;
-        r->cap = cap;
-    }
-    /* k and v arrive token-major [n][H][hd]; scatter them per head. */
-    for (int t = 0; t < n; t++)
+    /* k and v arrive token-major [n][H][hd]; scatter them per block and head. */
+    for (int t = 0; t < n; t++) {
+        int at = pos + t;
+        long base = (long)table[at / p->bt] * block_stride(p) + (long)(at % p->bt) * (long)hd;
         for (size_t h = 0; h < H; h++) {
-            size_t dst = (h * r->cap + (size_t)(r->len + t)) * hd, src = ((size_t)t * H + h) * hd;
-            memcpy(r->k + dst, k + src, hd * sizeof *k);
-            memcpy(r->v + dst, v + src, hd * sizeof *v);
+            long dst = base + (long)(h * (size_t)p->bt * hd);
+            memcpy(p->k + dst, k + ((size_t)t * H + h) * hd, hd * sizeof *k);
+            memcpy(p->v + dst, v + ((size_t)t * H + h) * hd, hd * sizeof *v);
         }
-    r->len += n;
-    return TERN_OK;
+    }
 }
 
-static tern_status plain_view(const tern_kv_layer *l, int row, tern_kv_view *out)
+static void plain_copy_block(tern_kv_layer *l, int dst, int src, int n)
+{
+    plain_layer *p = (plain_layer *)l;
+    size_t hd = (size_t)p->head_dim;
+    for (int h = 0; h < p->n_kv_heads; h++) {
+        long d = (long)dst * block_stride(p) + (long)h * p->bt * (long)hd;
+        long s = (long)src * block_stride(p) + (long)h * p->bt * (long)hd;
+        memcpy(p->k + d, p->k + s, (size_t)n * hd * sizeof(float));
+        memcpy(p->v + d, p->v + s, (size_t)n * hd * sizeof(float));
+    }
+}
+
+static void plain_view(const tern_kv_layer *l, const int *table, int len, tern_kv_view *out)
 {
     const plain_layer *p = (const plain_layer *)l;
-    const plain_row *r = &p->rows[row];
-    if (r->cap < 0) return tern_error(TERN_E_STATE, "kv: row %d is not in use", row);
-    *out = (tern_kv_view){r->k, r->v, r->len, (long)r->cap * p->head_dim};
-    return TERN_OK;
-}
-
-static tern_status plain_trim(tern_kv_layer *l, int row, int n)
-{
-    plain_layer *p = (plain_layer *)l;
-    plain_row *r = &p->rows[row];
-    if (n < 0 || n > r->len) return tern_error(TERN_E_RANGE, "kv: cannot trim %d of %d", n, r->len);
-    r->len -= n;
-    return TERN_OK;
+    *out = (tern_kv_view){p->k, p->v, table, len, p->bt, block_stride(p), (long)p->bt * p->head_dim};
 }
 
 static void plain_destroy(tern_kv_layer *l)
 {
     plain_layer *p = (plain_layer *)l;
-    for (int i = 0; i < p->max_rows; i++) {
-        free(p->rows[i].k);
-        free(p->rows[i].v);
-    }
-    free(p->rows);
+    if (p->k) munmap(p->k, p->bytes);
+    if (p->v) munmap(p->v, p->bytes);
+    memset(p, 0, sizeof *p);
     free(p);
 }
 
 static const tern_kv_vtable plain_vt = {
-    plain_signature, plain_bytes_per_token, plain_row_add, plain_row_remove,
-    plain_append,    plain_view,            plain_trim,    plain_destroy,
+    plain_signature, plain_bytes_per_token, plain_write, plain_copy_block, plain_view, plain_destroy,
 };
 
-tern_status tern_kv_plain_layer_create(int n_kv_heads, int head_dim, int max_rows, int max_len,
+static float *map_floats(size_t bytes)
+{
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+tern_status tern_kv_plain_layer_create(int n_kv_heads, int head_dim, int block_tokens, long n_blocks,
                                        tern_kv_layer **out)
 {
     *out = NULL;
     plain_layer *p = calloc(1, sizeof *p);
     if (!p) return tern_error(TERN_E_NOMEM, "kv: out of memory");
-    p->rows = malloc((size_t)max_rows * sizeof *p->rows);
-    if (!p->rows) { free(p); return tern_error(TERN_E_NOMEM, "kv: out of memory"); }
-    for (int i = 0; i < max_rows; i++) p->rows[i] = (plain_row){NULL, NULL, 0, -1};
     p->base.vt = &plain_vt;
     p->n_kv_heads = n_kv_heads;
     p->head_dim = head_dim;
-    p->max_rows = max_rows;
-    p->max_len = max_len;
+    p->bt = block_tokens;
+    p->n_blocks = n_blocks;
+    p->bytes = (size_t)n_blocks * (size_t)block_stride(p) * sizeof(float);
+    p->k = map_floats(p->bytes);
+    p->v = p->k ? map_floats(p->bytes) : NULL;
+    if (!p->k || !p->v) {
+        size_t mb = p->bytes >> 20;
+        plain_destroy(&p->base);
+        return tern_error(TERN_E_NOMEM, "kv: cannot map %zu MB of KV blocks", 2 * mb);
+    }
     *out = &p->base;
     return TERN_OK;
 }

@@ -27,11 +27,19 @@ typedef struct {
  * the KV state of every row is as it was before the call. */
 tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden);
 
-/* KV state shaped for this model (plain float32 layout). Returns owned. */
-tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, tern_kv **out);
+/* KV block pool shaped for this model (plain float32 layout): max_rows rows
+ * of up to max_len positions over n_blocks blocks (0 = enough for every row
+ * at max_len). Returns owned. */
+tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, long n_blocks, tern_kv **out);
+/* KV bytes one position costs in every layer together (plain layout). */
+size_t tern_model_kv_bytes_per_token(const tern_model *m);
 
 /* Number of outputs the batch asks for. */
 int tern_batch_n_out(const tern_batch *b);
+
+/* Runs fn(arg, i) for 0 <= i < n on the model's thread pool, between
+ * forward passes (it takes the same lock). */
+void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg, int n);
 
 int tern_model_hidden_size(const tern_model *m);
 size_t tern_model_weight_bytes(const tern_model *m);

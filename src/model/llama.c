@@ -16,6 +16,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
+#include "core/failpoint.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
@@ -47,32 +48,32 @@ void tern_fwd_ws_free(scratch *s)
 
 static tern_status ws_alloc(const tern_model_config *c, int T, scratch **out)
 {
-    scratch *s = calloc(1, sizeof *s);
+    scratch *s = tern_fp_calloc(TERN_FAILPOINT_WORKSPACE, 1, sizeof *s);
     if (!s) return tern_error(TERN_E_NOMEM, "forward: out of memory");
     size_t t = (size_t)T, H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t f = (size_t)c->ffn > (size_t)c->moe_ffn ? (size_t)c->ffn : (size_t)c->moe_ffn;
     s->cap = T;
-    s->pos = malloc(t * sizeof *s->pos);
-    s->rope = malloc(t * (size_t)c->rope_dim * sizeof(float));
-    s->x = malloc(t * H * sizeof(float));
-    s->h = malloc(t * H * sizeof(float));
-    s->q = malloc(t * qd * sizeof(float));
-    s->k = malloc(t * kvd * sizeof(float));
-    s->v = malloc(t * kvd * sizeof(float));
-    s->att = malloc(t * qd * sizeof(float));
-    s->g = malloc(t * f * sizeof(float));
-    s->u = malloc(t * f * sizeof(float));
+    s->pos = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * sizeof *s->pos);
+    s->rope = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * (size_t)c->rope_dim * sizeof(float));
+    s->x = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
+    s->h = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
+    s->q = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * qd * sizeof(float));
+    s->k = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * kvd * sizeof(float));
+    s->v = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * kvd * sizeof(float));
+    s->att = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * qd * sizeof(float));
+    s->g = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * f * sizeof(float));
+    s->u = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * f * sizeof(float));
     int ok = s->pos && s->rope && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
     if (ok && c->arch == TERN_ARCH_QWEN3_MOE) {
         /* A token picks distinct experts, so one expert gets at most T rows. */
         size_t k = (size_t)c->n_experts_per_tok;
-        s->moe_y = malloc(t * k * H * sizeof(float));
-        s->router = malloc(t * (size_t)c->n_experts * sizeof(float));
-        s->sel = malloc(t * k * sizeof(int));
-        s->sel_w = malloc(t * k * sizeof(float));
-        s->gather = malloc(t * sizeof(int));
-        s->gx = malloc(t * H * sizeof(float));
+        s->moe_y = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * H * sizeof(float));
+        s->router = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * (size_t)c->n_experts * sizeof(float));
+        s->sel = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * sizeof(int));
+        s->sel_w = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * sizeof(float));
+        s->gather = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * sizeof(int));
+        s->gx = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
         ok = s->moe_y && s->router && s->sel && s->sel_w && s->gather && s->gx;
     }
     if (!ok) {
@@ -108,7 +109,7 @@ static tern_status matmul(tern_model *m, const float *x, int M, const tern_weigh
 static tern_status add_bias(float *y, int M, const tern_weight *b)
 {
     if (!b->data) return TERN_OK;
-    float *bias = malloc((size_t)b->cols * sizeof *bias);
+    float *bias = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, (size_t)b->cols * sizeof *bias);
     if (!bias) return tern_error(TERN_E_NOMEM, "forward: out of memory");
     tern_cpu_to_f32(b->data, b->dt, b->cols, bias);
     for (int r = 0; r < M; r++) tern_cpu_add(y + (long)r * b->cols, bias, b->cols);
@@ -202,9 +203,6 @@ static tern_status check_batch(const tern_model *m, tern_kv *kv, const tern_batc
         for (int q = 0; q < r; q++)
             if (b->rows[q] == row) return tern_error(TERN_E_INVALID, "forward: KV row %d appears twice", row);
         if (n < 0) return tern_error(TERN_E_INVALID, "forward: negative token count");
-        if (n > tern_kv_max_len(kv) - tern_kv_offset(kv, row))
-            return tern_error(TERN_E_RANGE, "forward: row %d would hold %d tokens; the context is %d", row,
-                              tern_kv_offset(kv, row) + n, tern_kv_max_len(kv));
         for (int i = 0; i < n; i++) {
             int32_t id = b->tokens[*T + i];
             if (id < 0 || id >= m->cfg.vocab)
@@ -215,13 +213,6 @@ static tern_status check_batch(const tern_model *m, tern_kv *kv, const tern_batc
     return TERN_OK;
 }
 
-
-/* Drops what this pass appended to one layer for batch rows [0, n_rows). */
-static void undo_appends(tern_kv_layer *kl, const tern_batch *b, int n_rows)
-{
-    for (int r = 0; r < n_rows; r++)
-        if (b->n_tokens[r]) kl->vt->trim(kl, b->rows[r], b->n_tokens[r]);
-}
 
 static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch *b, int l, scratch *s)
 {
@@ -243,33 +234,28 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
     tern_cpu_rope(s->q, T, c->n_heads, hd, c->rope_dim, s->rope);
     tern_cpu_rope(s->k, T, c->n_kv_heads, hd, c->rope_dim, s->rope);
 
+    /* The new keys and values go into the rows' blocks past their current
+     * length (made room for by tern_kv_grow, this row's alone), so nothing
+     * any reader sees changes until the pass commits the lengths. */
     tern_kv_layer *kl = tern_kv_layer_at(kv, l);
     tern_attn_row rows[b->n_rows > 0 ? b->n_rows : 1];
     int t0 = 0, nr = 0;
     for (int r = 0; r < b->n_rows; r++) {
-        int n = b->n_tokens[r];
+        int n = b->n_tokens[r], off = tern_kv_offset(kv, b->rows[r]);
         if (n) {
-            if ((st = kl->vt->append(kl, b->rows[r], n, s->k + (long)t0 * kvd, s->v + (long)t0 * kvd))) {
-                undo_appends(kl, b, r);
-                return st;
-            }
+            const int *table = tern_kv_table(kv, b->rows[r]);
+            kl->vt->write(kl, table, off, n, s->k + (long)t0 * kvd, s->v + (long)t0 * kvd);
             rows[nr].q = s->q + (long)t0 * qd;
             rows[nr].out = s->att + (long)t0 * qd;
             rows[nr].n_q = n;
-            if ((st = kl->vt->view(kl, b->rows[r], &rows[nr].kv))) {
-                undo_appends(kl, b, r + 1);
-                return st;
-            }
+            kl->vt->view(kl, table, off + n, &rows[nr].kv);
             nr++;
         }
         t0 += n;
     }
     st = tern_cpu_attention(m->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
     if (!st) st = matmul(m, s->att, T, &L->wo, s->h);
-    if (st) {
-        undo_appends(kl, b, b->n_rows);
-        return st;
-    }
+    if (st) return st;
     tern_cpu_add(s->x, s->h, (long)T * c->hidden);
     return TERN_OK;
 }
@@ -309,6 +295,8 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
     int T;
     tern_status st = check_batch(m, kv, b, &T);
     if (st || T == 0) return st;
+    /* Room for the new tokens first: fallible, but changes nothing visible. */
+    if ((st = tern_kv_grow(kv, b->rows, b->n_tokens, b->n_rows))) return st;
     pthread_mutex_lock(&m->fwd_lock);
     scratch *s;
     if ((st = ws_get(m, T, &s))) {
@@ -326,18 +314,14 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
         }
     }
     tern_cpu_rope_table(T, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor, s->rope);
-    int l = 0;
-    for (; l < c->n_layers; l++) {
-        if ((st = attention_block(m, kv, b, l, s))) break;
-        if ((st = ffn_block(m, l, s))) { l++; break; }
+    for (int l = 0; l < c->n_layers && !st; l++) {
+        if (!(st = attention_block(m, kv, b, l, s))) st = ffn_block(m, l, s);
     }
     if (!st) st = head(m, b, s, logits, hidden);
-    if (st) {
-        /* Layers [0, l) hold this pass's keys and values; take them back. */
-        for (int i = 0; i < l; i++) undo_appends(tern_kv_layer_at(kv, i), b, b->n_rows);
-    } else {
+    /* Lengths move only when the whole pass succeeded: a failed pass leaves
+     * every row as it was (what it wrote lies past the lengths). */
+    if (!st)
         for (int r = 0; r < b->n_rows; r++) tern_kv_advance(kv, b->rows[r], b->n_tokens[r]);
-    }
     pthread_mutex_unlock(&m->fwd_lock);
     return st;
 }

@@ -89,8 +89,20 @@ const char *tern_model_weights_desc(const tern_model *m)
     return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
 }
 
-tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, tern_kv **out)
+tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, long n_blocks, tern_kv **out)
 {
-    tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len};
-    return tern_kv_create_plain(&s, out);
+    tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len, 0, n_blocks};
+    return tern_kv_create(&s, out);
+}
+
+size_t tern_model_kv_bytes_per_token(const tern_model *m)
+{
+    return 2 * sizeof(float) * (size_t)m->cfg.n_layers * (size_t)m->cfg.n_kv_heads * (size_t)m->cfg.head_dim;
+}
+
+void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg, int n)
+{
+    pthread_mutex_lock(&m->fwd_lock);
+    tern_pool_run(m->pool, fn, arg, n);
+    pthread_mutex_unlock(&m->fwd_lock);
 }

@@ -26,7 +26,7 @@ static void run(int M, int hd, int base)
     for (int i = 0; i < M * klen; i++) p[i] = frand(&seed);
     for (int i = 0; i < klen * hd; i++) V[i] = frand(&seed);
     for (int q = 0; q < M; q++) len[q] = base + q + 1;
-    tern_attn_pv(p, klen, len, M, V, hd, out, hd);
+    tern_attn_pv(p, klen, len, M, V, hd, out, hd, 0);
     for (int q = 0; q < M; q++) {
         for (int d = 0; d < hd; d++) {
             double ref = 0;
@@ -34,7 +34,7 @@ static void run(int M, int hd, int base)
             CHECK_MSG(fabs(ref - out[q * hd + d]) < 1e-4, "M=%d hd=%d q=%d d=%d: %g vs %g", M, hd, q, d, ref,
                       out[q * hd + d]);
         }
-        tern_attn_pv(p + (long)q * klen, klen, &len[q], 1, V, hd, one, hd);
+        tern_attn_pv(p + (long)q * klen, klen, &len[q], 1, V, hd, one, hd, 0);
         CHECK_MSG(!memcmp(one, out + (long)q * hd, (size_t)hd * sizeof *one), "M=%d hd=%d q=%d: alone != block", M,
                   hd, q);
     }

@@ -19,8 +19,8 @@ static float *alone(tern_model *m, const int32_t *ids, int n)
     float *out = malloc((size_t)n * V * sizeof *out);
     uint8_t want[MAXT];
     memset(want, 1, sizeof want);
-    CHECK(tern_model_kv_create(m, 1, MAXT, &kv) == TERN_OK);
-    CHECK(tern_kv_row_add(kv, &row) == TERN_OK);
+    CHECK(tern_model_kv_create(m, 1, MAXT, 0, &kv) == TERN_OK);
+    CHECK(tern_kv_row_add(kv, MAXT, &row) == TERN_OK);
     tern_batch b = {1, &row, &n, ids, want};
     CHECK(tern_forward(m, kv, &b, out, NULL) == TERN_OK);
     tern_kv_free(kv);
@@ -46,8 +46,8 @@ static void check_model(const char *dir, tern_precision prec)
     /* B = 3, different lengths, one call, every position returned. */
     tern_kv *kv;
     int rows[3];
-    CHECK(tern_model_kv_create(m, 4, MAXT, &kv) == TERN_OK);
-    for (int r = 0; r < 3; r++) CHECK(tern_kv_row_add(kv, &rows[r]) == TERN_OK);
+    CHECK(tern_model_kv_create(m, 4, MAXT, 0, &kv) == TERN_OK);
+    for (int r = 0; r < 3; r++) CHECK(tern_kv_row_add(kv, MAXT, &rows[r]) == TERN_OK);
     int32_t cat[3 * MAXT];
     uint8_t want[3 * MAXT];
     int T = 0;

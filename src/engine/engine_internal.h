@@ -1,0 +1,99 @@
+/* The engine's own state (engine.c: lifecycle, queue, thread; engine_iter.c:
+ * one iteration; engine_sample.c: per-row sampling). Internal to src/engine. */
+#ifndef TERN_ENGINE_INTERNAL_H
+#define TERN_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "kv/kv.h"
+#include "tern/engine.h"
+
+enum { ENG_MAX_TOP = 20 };
+
+typedef enum { REQ_WAITING = 0, REQ_PREFILL, REQ_DECODE, REQ_DONE } req_state;
+
+/* One choice of a request: a KV row and its sampling state. */
+typedef struct {
+    struct tern_request *req;  /* borrowed back-pointer */
+    int choice;
+    int kv_row;                /* -1 once released */
+    int32_t pending;           /* sampled token to feed next */
+    int step;                  /* tokens sampled so far */
+    int32_t *hist;             /* owned: prompt + generated, for the processors */
+    int n_hist;
+    tern_sampling_params sp;   /* the request's, with seed + choice */
+    int done;
+    /* Filled by the parallel sampling phase of an iteration. */
+    const float *logits;       /* borrowed row of the iteration's logits */
+    float *work, *lp;          /* owned scratch [vocab] each */
+    int32_t tok;
+    float tok_lp;
+    int n_top;
+    int32_t top_ids[ENG_MAX_TOP];
+    float top_lp[ENG_MAX_TOP];
+    tern_status sample_st;
+} eng_row;
+
+struct tern_request {
+    atomic_int refs;           /* the handle and the engine */
+    atomic_int cancel;
+    struct tern_engine *e;
+    int32_t *prompt;           /* owned */
+    int n_prompt;
+    tern_request_opts o;       /* arrays below are owned copies */
+    int32_t *bias_ids, *xtc_special, *extra_eos;
+    float *bias_values;
+    tern_request_cb cb;
+    int n, max_tokens;
+    struct tern_request *next; /* waiting line */
+    req_state state;
+    int n_fed;                 /* prompt tokens fed so far */
+    int chunk;                 /* prompt tokens in the current iteration */
+    eng_row *rows;             /* owned, [n] */
+    tern_finish *finish;       /* owned, [n] */
+    int *generated;            /* owned, [n] */
+    tern_status fail_st;
+    char fail_msg[256];
+    double t_submit, t_admit, t_first;
+};
+
+struct tern_engine {
+    tern_model *m;             /* borrowed */
+    tern_engine_opts o;
+    tern_kv *kv;               /* owned */
+    int vocab;
+    const int32_t *eos;        /* borrowed from the model */
+    int n_eos;
+    pthread_t thread;
+    pthread_mutex_t mu;        /* guards the waiting line, stopping and stats */
+    pthread_cond_t cv;
+    struct tern_request *wait_head, *wait_tail;
+    int n_waiting;
+    int stopping, thread_started;
+    tern_engine_stats stats;
+    /* Engine thread only. */
+    struct tern_request **active;  /* admitted, in admission order */
+    int n_active, rows_used;
+    int fail_streak;
+    int *b_rows, *b_ntok;
+    int32_t *b_tokens;
+    uint8_t *b_want;
+    eng_row **b_out;           /* the row each logits row belongs to */
+    float *logits;             /* [max_batch, vocab] */
+    eng_row **s_rows;          /* rows to sample this iteration */
+    int n_s;
+};
+
+/* Runs one iteration; returns 0 when there was nothing to do (engine_iter.c). */
+int tern_engine_iterate(struct tern_engine *e);
+/* Admits waiting requests that fit (engine_iter.c; takes e->mu itself). */
+void tern_engine_admit(struct tern_engine *e);
+/* Samples every row in e->s_rows in parallel; results land in the rows
+ * (engine_sample.c). */
+void tern_engine_sample_rows(struct tern_engine *e);
+/* Calls on_done and drops the engine's reference (engine.c). */
+void tern_engine_finish_request(struct tern_engine *e, struct tern_request *r);
+void tern_request_free_rows(struct tern_engine *e, struct tern_request *r);
+
+#endif

@@ -1,0 +1,307 @@
+/* One scheduler iteration: admissions, one forward over every row, sampling,
+ * callbacks, exits (engine.h). Runs on the engine thread only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/failpoint.h"
+#include "engine/engine_internal.h"
+#include "model/forward.h"
+
+enum { ADMIT_RETRIES = 3, FORWARD_RETRIES = 3 };
+
+static void fail_request(tern_request *r, tern_status st, const char *msg)
+{
+    if (r->fail_st) return;
+    r->fail_st = st ? st : TERN_E_INTERNAL;
+    snprintf(r->fail_msg, sizeof r->fail_msg, "%s", msg);
+    for (int c = 0; c < r->n; c++) r->rows[c].done = 1;
+}
+
+/* Prepares every row of r (admission): all-or-nothing, touches no live row. */
+static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep *preps)
+{
+    long P = r->n_prompt, total = P + r->max_tokens;
+    tern_kv_stats ks;
+    tern_kv_get_stats(e->kv, &ks);
+    long need = r->n * tern_kv_blocks_for(e->kv, total) + (r->n - 1);
+    if (e->rows_used + r->n > e->o.max_batch || need > ks.blocks_free - ks.blocks_reserved)
+        return TERN_E_BUSY;
+    int c = 0;
+    tern_status st = TERN_OK;
+    for (; c < r->n && !st; c++) {
+        eng_row *w = &r->rows[c];
+        w->hist = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)total * sizeof *w->hist);
+        w->work = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)e->vocab * sizeof *w->work);
+        w->lp = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)e->vocab * sizeof *w->lp);
+        if (!w->hist || !w->work || !w->lp) st = tern_error(TERN_E_NOMEM, "out of memory admitting a request");
+        if (!st) st = tern_kv_row_prepare(e->kv, total, c > 0 ? 1 : 0, &preps[c]);
+        if (st) break;
+    }
+    if (st) {
+        for (int i = 0; i < c; i++) tern_kv_row_discard(&preps[i]);
+        for (int i = 0; i < r->n; i++) {
+            free(r->rows[i].hist);
+            free(r->rows[i].work);
+            free(r->rows[i].lp);
+            r->rows[i].hist = NULL;
+            r->rows[i].work = r->rows[i].lp = NULL;
+        }
+    }
+    return st;
+}
+
+/* Cannot fail: links the prepared rows in. */
+static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps)
+{
+    for (int c = 0; c < r->n; c++) {
+        eng_row *w = &r->rows[c];
+        w->req = r;
+        w->choice = c;
+        w->kv_row = tern_kv_row_commit(e->kv, &preps[c]);
+        memcpy(w->hist, r->prompt, (size_t)r->n_prompt * sizeof *w->hist);
+        w->n_hist = r->n_prompt;
+        w->sp = r->o.sampling;
+        w->sp.seed = r->o.sampling.seed + (uint64_t)c;
+    }
+    e->rows_used += r->n;
+    r->state = REQ_PREFILL;
+    r->t_admit = tern_now();
+    e->active[e->n_active++] = r;
+}
+
+void tern_engine_admit(tern_engine *e)
+{
+    tern_request *dropped = NULL, **dtail = &dropped;
+    pthread_mutex_lock(&e->mu);
+    /* Waiting requests whose client went away leave the line now. */
+    for (tern_request **pp = &e->wait_head; *pp;) {
+        tern_request *r = *pp;
+        if (atomic_load(&r->cancel) || (r->cb.should_cancel && r->cb.should_cancel(r->cb.user))) {
+            *pp = r->next;
+            r->next = NULL;
+            *dtail = r;
+            dtail = &r->next;
+            e->n_waiting--;
+            for (int c = 0; c < r->n; c++) r->finish[c] = TERN_FINISH_STOPPED;
+        } else {
+            pp = &r->next;
+        }
+    }
+    e->wait_tail = NULL;
+    for (tern_request *r = e->wait_head; r; r = r->next) e->wait_tail = r;
+    /* FIFO: the head waits for room; nothing overtakes it. */
+    int retries = 0;
+    while (e->wait_head && !e->stopping && e->n_active < e->o.max_batch) {
+        tern_request *r = e->wait_head;
+        tern_kv_prep preps[r->n];
+        tern_status st = prepare_request(e, r, preps);
+        if (st == TERN_E_BUSY) break;
+        if (st) {
+            /* Out of memory: try again next time, a few times, then fail it. */
+            if (++retries < ADMIT_RETRIES) continue;
+            fail_request(r, st, tern_last_error());
+        } else {
+            commit_request(e, r, preps);
+            e->stats.admitted++;
+        }
+        e->wait_head = r->next;
+        if (!e->wait_head) e->wait_tail = NULL;
+        r->next = NULL;
+        e->n_waiting--;
+        if (st) {
+            *dtail = r;
+            dtail = &r->next;
+        }
+        retries = 0;
+    }
+    e->stats.waiting = e->n_waiting;
+    pthread_mutex_unlock(&e->mu);
+    while (dropped) {
+        tern_request *next = dropped->next;
+        tern_engine_finish_request(e, dropped);
+        dropped = next;
+    }
+}
+
+static int is_eos(const tern_engine *e, const tern_request *r, int32_t t)
+{
+    for (int i = 0; i < e->n_eos; i++) if (e->eos[i] == t) return 1;
+    for (int i = 0; i < r->o.n_extra_eos; i++) if (r->o.extra_eos[i] == t) return 1;
+    return 0;
+}
+
+static void end_choice(tern_engine *e, eng_row *w, tern_finish f)
+{
+    w->done = 1;
+    w->req->finish[w->choice] = f;
+    /* Its blocks go back to the pool at once. */
+    if (w->kv_row >= 0) {
+        tern_kv_row_remove(e->kv, w->kv_row);
+        e->rows_used--;
+        w->kv_row = -1;
+    }
+}
+
+/* Applies a sampled token to its row: end of sequence, history, callback. */
+static void deliver(tern_engine *e, eng_row *w)
+{
+    tern_request *r = w->req;
+    if (w->done) return;
+    if (w->sample_st) {
+        fail_request(r, w->sample_st, tern_last_error());
+        return;
+    }
+    if (w->choice == 0 && w->step == 0) r->t_first = tern_now();
+    int32_t tok = w->tok;
+    int step = w->step++;
+    if (!r->o.ignore_eos && is_eos(e, r, tok)) {
+        end_choice(e, w, TERN_FINISH_EOS);
+        return;
+    }
+    w->hist[w->n_hist++] = tok;
+    r->generated[w->choice]++;
+    tern_token_event ev = {tok, w->choice, step, w->tok_lp, w->n_top, w->top_ids, w->top_lp};
+    if (r->cb.on_token && r->cb.on_token(r->cb.user, &ev)) {
+        end_choice(e, w, TERN_FINISH_STOPPED);
+        return;
+    }
+    if (r->generated[w->choice] >= r->max_tokens) {
+        end_choice(e, w, TERN_FINISH_LENGTH);
+        return;
+    }
+    w->pending = tok;
+}
+
+/* Requests whose choices all ended leave; cancelled ones end here too. */
+static void retire(tern_engine *e)
+{
+    int k = 0;
+    for (int i = 0; i < e->n_active; i++) {
+        tern_request *r = e->active[i];
+        int cancel = !r->fail_st && (atomic_load(&r->cancel) || (r->cb.should_cancel && r->cb.should_cancel(r->cb.user)));
+        int live = 0;
+        for (int c = 0; c < r->n; c++) {
+            if (cancel && !r->rows[c].done) end_choice(e, &r->rows[c], TERN_FINISH_STOPPED);
+            live += !r->rows[c].done;
+        }
+        if (live) e->active[k++] = r;
+        else tern_engine_finish_request(e, r);
+    }
+    e->n_active = k;
+}
+
+/* Updates the gauges, and with T > 0 records one iteration. */
+static void record(tern_engine *e, double secs, int T)
+{
+    tern_kv_stats ks;
+    tern_kv_get_stats(e->kv, &ks);
+    pthread_mutex_lock(&e->mu);
+    tern_engine_stats *s = &e->stats;
+    if (T > 0) {
+        s->iterations++;
+        s->tokens += (uint64_t)T;
+        s->last_iteration_tokens = T;
+        s->iter_seconds_sum += secs;
+        int b = 0;
+        while (secs > tern_engine_hist_bounds[b]) b++;
+        s->iter_hist[b]++;
+    }
+    s->running_rows = e->rows_used;
+    s->blocks_free = ks.blocks_free;
+    s->blocks_used = ks.blocks_total - ks.blocks_free;
+    s->blocks_reserved = ks.blocks_reserved;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int tern_engine_iterate(tern_engine *e)
+{
+    retire(e);
+    if (!e->n_active) {
+        record(e, 0, 0);
+        return 0;
+    }
+    int nb = 0, T = 0, n_out = 0, decoding = 0;
+    for (int i = 0; i < e->n_active; i++) {
+        tern_request *r = e->active[i];
+        if (r->state != REQ_DECODE) continue;
+        for (int c = 0; c < r->n; c++) {
+            eng_row *w = &r->rows[c];
+            if (w->done) continue;
+            e->b_rows[nb] = w->kv_row;
+            e->b_ntok[nb++] = 1;
+            e->b_tokens[T] = w->pending;
+            e->b_want[T++] = 1;
+            e->b_out[n_out++] = w;
+            decoding++;
+        }
+    }
+    /* Joiners' prompt chunks, oldest first, within the token budget: the
+     * whole prefill step when nothing decodes, else a slice small enough to
+     * keep the running streams' step time low. */
+    int budget = decoding ? e->o.prefill_interleave : e->o.prefill_step;
+    for (int i = 0; i < e->n_active && budget > 0; i++) {
+        tern_request *r = e->active[i];
+        if (r->state != REQ_PREFILL) continue;
+        int chunk = r->n_prompt - r->n_fed < budget ? r->n_prompt - r->n_fed : budget;
+        r->chunk = chunk;
+        budget -= chunk;
+        e->b_rows[nb] = r->rows[0].kv_row;
+        e->b_ntok[nb++] = chunk;
+        memcpy(e->b_tokens + T, r->prompt + r->n_fed, (size_t)chunk * sizeof *e->b_tokens);
+        memset(e->b_want + T, 0, (size_t)chunk);
+        T += chunk;
+        if (r->n_fed + chunk == r->n_prompt) {
+            e->b_want[T - 1] = 1;
+            e->b_out[n_out++] = &r->rows[0];
+        }
+    }
+    tern_batch b = {nb, e->b_rows, e->b_ntok, e->b_tokens, e->b_want};
+    double t0 = tern_now();
+    tern_status st = tern_forward(e->m, e->kv, &b, e->logits, NULL);
+    if (st) {
+        /* Nothing changed (the forward's contract): try again; if it keeps
+         * failing, the joiners fail first, then the running rows. */
+        for (int i = 0; i < e->n_active; i++) e->active[i]->chunk = 0;
+        pthread_mutex_lock(&e->mu);
+        e->stats.failures++;
+        pthread_mutex_unlock(&e->mu);
+        if (++e->fail_streak < FORWARD_RETRIES) return 1;
+        e->fail_streak = 0;
+        int joiners = 0;
+        for (int i = 0; i < e->n_active; i++) joiners += e->active[i]->state == REQ_PREFILL;
+        for (int i = 0; i < e->n_active; i++)
+            if (!joiners || e->active[i]->state == REQ_PREFILL) fail_request(e->active[i], st, tern_last_error());
+        return 1;
+    }
+    e->fail_streak = 0;
+    e->n_s = 0;
+    for (int i = 0; i < n_out; i++) {
+        e->b_out[i]->logits = e->logits + (size_t)i * e->vocab;
+        e->s_rows[e->n_s++] = e->b_out[i];
+    }
+    /* Joiners whose prompt is complete start decoding; their other choices
+     * fork from the prompt's blocks and sample from the same logits. */
+    for (int i = 0; i < e->n_active; i++) {
+        tern_request *r = e->active[i];
+        if (r->state != REQ_PREFILL || !r->chunk) continue;
+        r->n_fed += r->chunk;
+        r->chunk = 0;
+        if (r->n_fed < r->n_prompt) continue;
+        r->state = REQ_DECODE;
+        for (int c = 1; c < r->n; c++) {
+            tern_status fs = tern_kv_row_adopt(e->kv, r->rows[c].kv_row, r->rows[0].kv_row);
+            if (fs) {
+                fail_request(r, fs, tern_last_error());
+                break;
+            }
+            r->rows[c].logits = r->rows[0].logits;
+            e->s_rows[e->n_s++] = &r->rows[c];
+        }
+    }
+    tern_engine_sample_rows(e);
+    for (int i = 0; i < e->n_s; i++) deliver(e, e->s_rows[i]);
+    record(e, tern_now() - t0, T);
+    return 1;
+}

@@ -1,0 +1,38 @@
+/* Per-row sampling of one iteration, rows in parallel on the model's pool:
+ * processors, log-softmax, top logprobs and the sampler chain keyed by the
+ * row's (seed, step). Each row has its own scratch, so a row's token depends
+ * only on its logits, history and parameters. */
+#include <string.h>
+
+#include "engine/engine_internal.h"
+#include "model/forward.h"
+
+static void sample_task(void *arg, int i)
+{
+    tern_engine *e = arg;
+    eng_row *w = e->s_rows[i];
+    int V = e->vocab;
+    const tern_request *r = w->req;
+    memcpy(w->work, w->logits, (size_t)V * sizeof *w->work);
+    w->sample_st = tern_logits_process(&w->sp, w->work, V, w->hist, w->n_hist);
+    if (w->sample_st) return;
+    tern_log_softmax(w->work, w->lp, V);
+    w->n_top = 0;
+    if (r->o.top_logprobs > 0) {
+        w->n_top = tern_top_logprobs(w->lp, V, r->o.top_logprobs, w->top_ids, w->top_lp);
+        if (w->n_top < 0) {
+            w->sample_st = tern_error(TERN_E_NOMEM, "out of memory for top_logprobs");
+            return;
+        }
+    }
+    /* The sampler scribbles on its input; lp keeps the chosen logprob. */
+    memcpy(w->work, w->lp, (size_t)V * sizeof *w->work);
+    w->sample_st = tern_sample_logprobs(&w->sp, w->work, V, (uint64_t)w->step, &w->tok);
+    if (!w->sample_st) w->tok_lp = w->lp[w->tok];
+}
+
+void tern_engine_sample_rows(tern_engine *e)
+{
+    if (e->n_s == 1) sample_task(e, 0);
+    else if (e->n_s > 1) tern_model_parallel(e->m, sample_task, e, e->n_s);
+}
