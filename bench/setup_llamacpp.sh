@@ -14,7 +14,8 @@
 #   LLAMACPP_DIR         output directory (default: $HOME/.cache/tern-bench/llama.cpp)
 #   LLAMACPP_PY_VERSION  llama-cpp-python version to fetch (default: 0.3.36; "latest" = newest)
 #   JOBS                 parallel build jobs (default: 2)
-#   LLAMACPP_TARGETS     CMake targets to build (default: llama-bench; e.g. add llama-completion)
+#   LLAMACPP_TARGETS     CMake targets to build (default: llama-bench; e.g. add llama-server llama-quantize
+#                        llama-batched-bench)
 set -euo pipefail
 
 LLAMACPP_DIR="${LLAMACPP_DIR:-$HOME/.cache/tern-bench/llama.cpp}"
@@ -57,13 +58,16 @@ if [ ! -f llama.cpp/CMakeLists.txt ]; then
 fi
 
 # 3. Configure and build: Release, CPU only, native ISA (AVX-512 / avx512_bf16 where present).
+# llama-server (the HTTP baseline of the batching benchmark) is configured only when asked for.
+server=OFF
+case " $LLAMACPP_TARGETS " in *" llama-server "*) server=ON ;; esac
 cmake -S llama.cpp -B build \
     -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENCL=OFF -DGGML_HIP=OFF \
     -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=$server \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF
 # shellcheck disable=SC2086
 cmake --build build --config Release -j "$JOBS" --target $LLAMACPP_TARGETS

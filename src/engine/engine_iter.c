@@ -36,7 +36,7 @@ static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep
         w->work = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)e->vocab * sizeof *w->work);
         w->lp = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)e->vocab * sizeof *w->lp);
         if (!w->hist || !w->work || !w->lp) st = tern_error(TERN_E_NOMEM, "out of memory admitting a request");
-        if (!st) st = tern_kv_row_prepare(e->kv, total, c > 0 ? 1 : 0, &preps[c]);
+        if (!st) st = tern_kv_row_prepare(e->kv, total, c > 0 ? 1 : 0, P + 1, &preps[c]);
         if (st) break;
     }
     if (st) {

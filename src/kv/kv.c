@@ -95,7 +95,8 @@ static tern_status check_room(const tern_kv *kv, long need)
     return TERN_OK;
 }
 
-tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blocks, tern_kv_prep *p)
+tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blocks, long table_tokens,
+                                tern_kv_prep *p)
 {
     memset(p, 0, sizeof *p);
     if (reserve_tokens < 0 || reserve_tokens > kv->shape.max_len)
@@ -103,7 +104,7 @@ tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blo
     long need = tern_kv_blocks_for(kv, reserve_tokens) + (extra_blocks > 0 ? extra_blocks : 0);
     tern_status st = check_room(kv, need);
     if (st) return st;
-    long cap = tern_kv_blocks_for(kv, reserve_tokens);
+    long cap = tern_kv_blocks_for(kv, table_tokens < reserve_tokens ? table_tokens : reserve_tokens);
     p->cap = cap > 0 ? (int)cap : 1;
     p->table = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)p->cap * sizeof *p->table);
     if (!p->table) return tern_error(TERN_E_NOMEM, "kv: out of memory preparing a row");
@@ -136,7 +137,7 @@ void tern_kv_row_discard(tern_kv_prep *p)
 tern_status tern_kv_row_add(tern_kv *kv, long reserve_tokens, int *row)
 {
     tern_kv_prep p;
-    tern_status st = tern_kv_row_prepare(kv, reserve_tokens, 0, &p);
+    tern_status st = tern_kv_row_prepare(kv, reserve_tokens, 0, 0, &p);
     if (st) return st;
     *row = tern_kv_row_commit(kv, &p);
     return TERN_OK;
@@ -239,10 +240,11 @@ tern_status tern_kv_grow(tern_kv *kv, const int *rows, const int *n_new, int n_r
                               need, r->reserve);
         long want = tern_kv_blocks_for(kv, (long)r->len + n_new[i]);
         if (want > r->cap) {
-            int *t = tern_fp_realloc(TERN_FAILPOINT_GROW, r->table, (size_t)want * sizeof *t);
+            long cap = (long)r->cap * 2 > want ? (long)r->cap * 2 : want;
+            int *t = tern_fp_realloc(TERN_FAILPOINT_GROW, r->table, (size_t)cap * sizeof *t);
             if (!t) return tern_error(TERN_E_NOMEM, "kv: out of memory growing row %d", rows[i]);
             r->table = t;
-            r->cap = (int)want;
+            r->cap = (int)cap;
         }
     }
     /* Cannot fail from here: every block comes out of a reservation. */

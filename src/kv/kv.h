@@ -92,8 +92,11 @@ void tern_kv_free(tern_kv *kv);
 /* Blocks needed to hold n positions. */
 long tern_kv_blocks_for(const tern_kv *kv, long n);
 /* Prepares a new empty row that may grow to reserve_tokens positions, plus
- * extra_blocks more in its reservation (see tern_kv_row_adopt). */
-tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blocks, tern_kv_prep *p);
+ * extra_blocks more in its reservation (see tern_kv_row_adopt). Its block
+ * table starts with room for table_tokens positions (at least one block)
+ * and grows with the row (tern_kv_grow). */
+tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blocks, long table_tokens,
+                                tern_kv_prep *p);
 /* Links a prepared row in; returns its id. Cannot fail. */
 int tern_kv_row_commit(tern_kv *kv, tern_kv_prep *p);
 void tern_kv_row_discard(tern_kv_prep *p);
