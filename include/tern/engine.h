@@ -103,6 +103,7 @@ typedef struct {
     long kv_capacity_tokens;   /* positions the pool holds */
     uint64_t iterations, tokens;        /* totals: forward passes, tokens fed */
     int last_iteration_tokens;
+    int peak_rows;                      /* most rows one iteration ran */
     /* Iteration times: counts per bucket, upper bounds in seconds below. */
     uint64_t iter_hist[14];
     double iter_seconds_sum;

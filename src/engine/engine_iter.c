@@ -174,10 +174,15 @@ static void deliver(tern_engine *e, eng_row *w)
     w->pending = tok;
 }
 
-/* Requests whose choices all ended leave; cancelled ones end here too. */
+static void record(tern_engine *e, double secs, int T);
+
+/* Requests whose choices all ended leave; cancelled ones end here too. The
+ * gauges are updated before on_done runs, so a caller woken by it sees the
+ * blocks already back in the pool. */
 static void retire(tern_engine *e)
 {
-    int k = 0;
+    int k = 0, n_done = 0;
+    tern_request *done[e->n_active > 0 ? e->n_active : 1];
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
         int cancel = !r->fail_st && (atomic_load(&r->cancel) || (r->cb.should_cancel && r->cb.should_cancel(r->cb.user)));
@@ -186,10 +191,17 @@ static void retire(tern_engine *e)
             if (cancel && !r->rows[c].done) end_choice(e, &r->rows[c], TERN_FINISH_STOPPED);
             live += !r->rows[c].done;
         }
-        if (live) e->active[k++] = r;
-        else tern_engine_finish_request(e, r);
+        if (live) {
+            e->active[k++] = r;
+        } else {
+            tern_request_free_rows(e, r);
+            done[n_done++] = r;
+        }
     }
     e->n_active = k;
+    if (!n_done) return;
+    record(e, 0, 0);
+    for (int i = 0; i < n_done; i++) tern_engine_finish_request(e, done[i]);
 }
 
 /* Updates the gauges, and with T > 0 records one iteration. */
@@ -209,6 +221,7 @@ static void record(tern_engine *e, double secs, int T)
         s->iter_hist[b]++;
     }
     s->running_rows = e->rows_used;
+    if (e->rows_used > s->peak_rows) s->peak_rows = e->rows_used;
     s->blocks_free = ks.blocks_free;
     s->blocks_used = ks.blocks_total - ks.blocks_free;
     s->blocks_reserved = ks.blocks_reserved;

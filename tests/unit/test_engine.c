@@ -1,0 +1,370 @@
+/* The scheduler: every request's tokens are bit-identical to its solo run
+ * whatever joins and leaves beside it (greedy and seeded, penalties,
+ * logit_bias, logprobs, n > 1), admission refusals, cancellation freeing the
+ * row, and allocation failures injected at every admission, growth and
+ * workspace allocation leaving every running row's output unchanged. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tern/engine.h"
+#include "tern/model.h"
+
+enum { MAXGEN = 48, MAXN = 3, NREQ = 56 };
+
+typedef struct {
+    int32_t prompt[96];
+    int n_prompt;
+    tern_request_opts o;
+    int32_t bias_ids[2];
+    float bias_vals[2];
+    /* results */
+    int32_t toks[MAXN][MAXGEN];
+    float lps[MAXN][MAXGEN];
+    int n_toks[MAXN];
+    int stop_after;              /* callback stops choice 0 after this many (0 = never) */
+    int done;
+    tern_status status;
+    tern_finish finish[MAXN];
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+} job;
+
+static int on_token(void *user, const tern_token_event *ev)
+{
+    job *j = user;
+    int c = ev->choice, i = j->n_toks[c]++;
+    CHECK(ev->step == i);
+    if (i < MAXGEN) {
+        j->toks[c][i] = ev->token;
+        j->lps[c][i] = ev->logprob;
+    }
+    return j->stop_after && c == 0 && j->n_toks[0] >= j->stop_after;
+}
+
+static void on_done(void *user, const tern_request_result *res)
+{
+    job *j = user;
+    pthread_mutex_lock(j->mu);
+    j->status = res->status;
+    for (int c = 0; c < res->n; c++) j->finish[c] = res->finish[c];
+    j->done = 1;
+    pthread_cond_broadcast(j->cv);
+    pthread_mutex_unlock(j->mu);
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static void reset(job *j)
+{
+    memset(j->toks, 0, sizeof j->toks);
+    memset(j->n_toks, 0, sizeof j->n_toks);
+    j->done = 0;
+    j->status = TERN_OK;
+    j->mu = &mu;
+    j->cv = &cv;
+}
+
+static tern_status submit(tern_engine *e, job *j)
+{
+    reset(j);
+    tern_request_cb cb = {on_token, NULL, on_done, j};
+    return tern_engine_submit(e, j->prompt, j->n_prompt, &j->o, &cb, NULL);
+}
+
+static void wait_all(job *js, int n)
+{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < n; i++)
+        while (!js[i].done) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+/* A mix of request kinds, drawn from seed s. */
+static void make_job(job *j, int i, int vocab, unsigned *s)
+{
+    memset(j, 0, sizeof *j);
+    j->n_prompt = 3 + (int)(rand_r(s) % 80);
+    for (int t = 0; t < j->n_prompt; t++) j->prompt[t] = (int32_t)(rand_r(s) % (unsigned)vocab);
+    tern_request_opts_default(&j->o);
+    j->o.max_tokens = 4 + (int)(rand_r(s) % (MAXGEN - 4));
+    j->o.ignore_eos = i % 3 != 0;
+    tern_sampling_params *p = &j->o.sampling;
+    switch (i % 4) {
+    case 0: break;                                  /* greedy */
+    case 1:                                         /* seeded sampling */
+        p->temperature = 0.9f;
+        p->top_p = 0.9f;
+        p->top_k = 40;
+        p->seed = 1000 + (uint64_t)i;
+        break;
+    case 2:                                         /* penalties + bias, greedy */
+        p->repetition_penalty = 1.3f;
+        p->repetition_context_size = 8;
+        p->presence_penalty = 0.5f;
+        p->frequency_penalty = 0.3f;
+        j->bias_ids[0] = 5;
+        j->bias_vals[0] = 3.0f;
+        j->bias_ids[1] = 7;
+        j->bias_vals[1] = -100.0f;
+        p->bias_ids = j->bias_ids;
+        p->bias_values = j->bias_vals;
+        p->n_bias = 2;
+        j->o.top_logprobs = 3;
+        break;
+    case 3:                                         /* min_p sampling, n = 2 */
+        p->temperature = 1.2f;
+        p->min_p = 0.05f;
+        p->seed = 77 + (uint64_t)i;
+        j->o.n = 2;
+        j->o.want_logprob = 1;
+        break;
+    }
+}
+
+static tern_engine *engine(tern_model *m, int max_batch, int interleave)
+{
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.max_batch = max_batch;
+    o.prefill_step = 64;
+    o.prefill_interleave = interleave;
+    o.kv_tokens = 8192;
+    tern_engine *e = NULL;
+    CHECK(tern_engine_create(m, &o, &e) == TERN_OK);
+    return e;
+}
+
+static int same(const job *a, const job *b, int n)
+{
+    for (int c = 0; c < n; c++) {
+        if (a->n_toks[c] != b->n_toks[c]) return 0;
+        if (memcmp(a->toks[c], b->toks[c], (size_t)a->n_toks[c] * sizeof(int32_t))) return 0;
+        if (memcmp(a->lps[c], b->lps[c], (size_t)a->n_toks[c] * sizeof(float))) return 0;
+        if (a->finish[c] != b->finish[c]) return 0;
+    }
+    return 1;
+}
+
+static job solo[NREQ], got[NREQ];
+
+static void stress(tern_model *m)
+{
+    int V = tern_model_vocab_size(m);
+    unsigned s = 12345;
+    for (int i = 0; i < NREQ; i++) make_job(&solo[i], i, V, &s);
+    /* Solo references, strict serial. */
+    tern_engine *e1 = engine(m, MAXN, 64);   /* one request at a time; room for its choices */
+    for (int i = 0; i < NREQ; i++) {
+        tern_status st = submit(e1, &solo[i]);
+        CHECK_MSG(st == TERN_OK, "request %d: %s", i, tern_last_error());
+        if (st) continue;
+        wait_all(&solo[i], 1);
+        CHECK(solo[i].status == TERN_OK);
+    }
+    tern_engine_free(e1);
+    /* The same requests arriving at random times into a batch of 8, with
+     * small prompt slices so joins overlap running rows at many offsets. */
+    tern_engine *e = engine(m, 8, 5);
+    memcpy(got, solo, sizeof got);
+    unsigned r = 99;
+    for (int i = 0; i < NREQ; i++) {
+        CHECK(submit(e, &got[i]) == TERN_OK);
+        usleep((useconds_t)(rand_r(&r) % 1500));
+    }
+    wait_all(got, NREQ);
+    int bad = 0;
+    for (int i = 0; i < NREQ; i++) {
+        CHECK(got[i].status == TERN_OK);
+        if (!same(&got[i], &solo[i], got[i].o.n)) bad++;
+        CHECK_MSG(same(&got[i], &solo[i], got[i].o.n), "request %d differs batched vs solo", i);
+    }
+    CHECK(bad == 0);
+    /* n = 2 choices: distinct seeds, the second equals a solo run seeded +1. */
+    job a = solo[3], b = solo[3];
+    b.o.n = 1;
+    b.o.sampling.seed += 1;
+    CHECK(submit(e, &a) == TERN_OK && submit(e, &b) == TERN_OK);
+    wait_all(&a, 1);
+    wait_all(&b, 1);
+    CHECK(a.n_toks[1] == b.n_toks[0] && !memcmp(a.toks[1], b.toks[0], (size_t)b.n_toks[0] * sizeof(int32_t)));
+    tern_engine_stats st;
+    tern_engine_get_stats(e, &st);
+    CHECK(st.running_rows == 0 && st.blocks_used == 0 && st.blocks_reserved == 0);
+    CHECK(st.iterations > 0 && st.admitted >= NREQ);
+    CHECK_MSG(st.peak_rows >= 4, "the requests barely overlapped (peak %d rows)", st.peak_rows);
+    tern_engine_free(e);
+}
+
+static void admission(tern_model *m)
+{
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.max_batch = 2;
+    o.kv_tokens = 256;          /* 8 blocks */
+    o.queue_size = 2;
+    tern_engine *e;
+    CHECK(tern_engine_create(m, &o, &e) == TERN_OK);
+    job j;
+    memset(&j, 0, sizeof j);
+    tern_request_opts_default(&j.o);
+    j.n_prompt = 90;
+    for (int i = 0; i < 90; i++) j.prompt[i] = (int32_t)(i % 50);
+    /* A prompt beyond the pool is refused at submit. */
+    int32_t big[400];
+    for (int i = 0; i < 400; i++) big[i] = 1;
+    reset(&j);
+    tern_request_cb cb = {on_token, NULL, on_done, &j};
+    CHECK(tern_engine_submit(e, big, 300, &j.o, &cb, NULL) == TERN_E_RANGE);
+    CHECK(tern_engine_submit(e, big, 20, &j.o, &cb, NULL) == TERN_OK);
+    wait_all(&j, 1);
+    /* n beyond max_batch is refused. */
+    j.o.n = 3;
+    CHECK(tern_engine_submit(e, j.prompt, 10, &j.o, &cb, NULL) == TERN_E_RANGE);
+    /* max_tokens is clamped to the pool's room: finish reason length. */
+    job c;
+    memset(&c, 0, sizeof c);
+    tern_request_opts_default(&c.o);
+    c.o.max_tokens = 10000;
+    c.o.ignore_eos = 1;
+    c.n_prompt = 200;
+    for (int i = 0; i < 200; i++) c.prompt[i % 96] = 3;
+    int32_t p200[200];
+    for (int i = 0; i < 200; i++) p200[i] = (int32_t)(i % 40);
+    reset(&c);
+    tern_request_cb cc = {on_token, NULL, on_done, &c};
+    CHECK(tern_engine_submit(e, p200, 200, &c.o, &cc, NULL) == TERN_OK);
+    wait_all(&c, 1);
+    CHECK(c.status == TERN_OK && c.finish[0] == TERN_FINISH_LENGTH && c.n_toks[0] == 56);
+    /* A full waiting line answers busy: fill the pool with a long request
+     * (held by its callback), then two waiting ones, then the refused one. */
+    job hold;
+    memset(&hold, 0, sizeof hold);
+    tern_request_opts_default(&hold.o);
+    hold.o.max_tokens = 150;
+    hold.o.ignore_eos = 1;
+    hold.n_prompt = 100;
+    for (int i = 0; i < 100; i++) hold.prompt[i % 96] = 4;
+    CHECK(submit(e, &hold) == TERN_OK);   /* 100 + 150 tokens: the whole pool */
+    job w[3];
+    tern_status sts[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        tern_request_opts_default(&w[i].o);
+        w[i].o.max_tokens = 4;
+        w[i].n_prompt = 10;
+        sts[i] = submit(e, &w[i]);
+    }
+    int busy = 0, ok = 0;
+    for (int i = 0; i < 3; i++) {
+        busy += sts[i] == TERN_E_BUSY;
+        ok += sts[i] == TERN_OK;
+    }
+    CHECK(busy >= 1);
+    wait_all(&hold, 1);
+    for (int i = 0; i < 3; i++)
+        if (sts[i] == TERN_OK) wait_all(&w[i], 1);
+    CHECK(ok >= 1);
+    tern_engine_free(e);
+}
+
+/* A cancelled request leaves within an iteration and frees its blocks. */
+static void cancel(tern_model *m)
+{
+    tern_engine *e = engine(m, 4, 64);
+    job j;
+    memset(&j, 0, sizeof j);
+    tern_request_opts_default(&j.o);
+    j.o.max_tokens = 100000;
+    j.o.ignore_eos = 1;
+    j.n_prompt = 10;
+    reset(&j);
+    tern_request_cb cb = {on_token, NULL, on_done, &j};
+    tern_request *h;
+    CHECK(tern_engine_submit(e, j.prompt, j.n_prompt, &j.o, &cb, &h) == TERN_OK);
+    while (1) {
+        pthread_mutex_lock(&mu);
+        int n = j.n_toks[0];
+        pthread_mutex_unlock(&mu);
+        if (n >= 3) break;
+        usleep(1000);
+    }
+    tern_request_cancel(h);
+    wait_all(&j, 1);
+    CHECK(j.finish[0] == TERN_FINISH_STOPPED);
+    tern_engine_stats st;
+    tern_engine_get_stats(e, &st);
+    CHECK(st.running_rows == 0 && st.blocks_used == 0);
+    tern_request_release(h);
+    /* The callback stopping a choice ends it too. */
+    j.stop_after = 5;
+    CHECK(submit(e, &j) == TERN_OK);
+    wait_all(&j, 1);
+    CHECK(j.n_toks[0] == 5 && j.finish[0] == TERN_FINISH_STOPPED);
+    tern_engine_free(e);
+}
+
+/* Failure injection: three requests (two running, one joining); the n-th
+ * allocation at each site fails once, for every n the scenario makes. */
+static void failures(tern_model *m)
+{
+    int V = tern_model_vocab_size(m);
+    unsigned s = 4242;
+    job ref[3], run[3];
+    for (int i = 0; i < 3; i++) {
+        make_job(&ref[i], i, V, &s);
+        ref[i].o.max_tokens = 40;   /* past a block boundary: the tables grow */
+        ref[i].o.n = 1;
+        ref[i].o.top_logprobs = 0;
+    }
+    tern_engine *e = engine(m, 4, 8);
+    for (int i = 0; i < 3; i++) CHECK(submit(e, &ref[i]) == TERN_OK);
+    wait_all(ref, 3);
+    tern_failpoint_site sites[3] = {TERN_FAILPOINT_PREPARE, TERN_FAILPOINT_GROW, TERN_FAILPOINT_WORKSPACE};
+    for (int si = 0; si < 3; si++) {
+        tern_failpoint_arm(sites[si], 0);
+        memcpy(run, ref, sizeof run);
+        for (int i = 0; i < 3; i++) CHECK(submit(e, &run[i]) == TERN_OK);
+        wait_all(run, 3);
+        long total = tern_failpoint_count(sites[si]);
+        CHECK(si == 2 ? total > 10 : total >= 1);
+        int bad = 0;
+        long step = total > 300 ? total / 300 : 1;
+        for (long n = 1; n <= total + 2; n += step) {
+            memcpy(run, ref, sizeof run);
+            tern_failpoint_arm(sites[si], n);
+            for (int i = 0; i < 3; i++) CHECK(submit(e, &run[i]) == TERN_OK);
+            wait_all(run, 3);
+            for (int i = 0; i < 3; i++)
+                if (run[i].status != TERN_OK || !same(&run[i], &ref[i], 1)) bad++;
+        }
+        tern_failpoint_arm(sites[si], 0);
+        CHECK_MSG(bad == 0, "site %d: %d runs differ", si, bad);
+    }
+    tern_engine_stats st;
+    tern_engine_get_stats(e, &st);
+    CHECK(st.failures > 0 && st.blocks_used == 0 && st.blocks_reserved == 0);
+    tern_engine_free(e);
+}
+
+int main(void)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", check_shared_dir());
+    tern_model_opts mo = {2, TERN_PRECISION_BF16, TERN_WEIGHTS_PANELS};
+    tern_model *m;
+    if (tern_model_load(dir, &mo, &m) != TERN_OK) {
+        CHECK_MSG(0, "%s", tern_last_error());
+        return check_summary("test_engine");
+    }
+    stress(m);
+    admission(m);
+    cancel(m);
+    failures(m);
+    tern_model_free(m);
+    return check_summary("test_engine");
+}
