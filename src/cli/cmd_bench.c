@@ -33,7 +33,7 @@ static tern_status prefill_once(tern_model *m, const int32_t *ids, int P, double
 {
     tern_kv *kv;
     int row, V = tern_model_vocab_size(m);
-    tern_status st = tern_model_kv_create(m, 1, P, 0, &kv);
+    tern_status st = tern_model_kv_create(m, 1, P, 0, 0, &kv);
     if (st) return st;
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
@@ -54,7 +54,7 @@ static tern_status decode_once(tern_model *m, int32_t first, int G, double *secs
 {
     tern_kv *kv;
     int row, V = tern_model_vocab_size(m), one = 1;
-    tern_status st = tern_model_kv_create(m, 1, G + 1, 0, &kv);
+    tern_status st = tern_model_kv_create(m, 1, G + 1, 0, 0, &kv);
     if (st) return st;
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }

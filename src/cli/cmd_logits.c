@@ -52,7 +52,7 @@ int tern_cmd_logits(int argc, char **argv)
     FILE *f = NULL;
     if (!want || !logits) { fprintf(stderr, "tern: out of memory\n"); goto done; }
     for (int i = 0; i < n; i++) want[i] = all || i == n - 1;
-    if (tern_model_kv_create(m, 1, n, 0, &kv) || tern_kv_row_add(kv, n, &row)) {
+    if (tern_model_kv_create(m, 1, n, 0, 0, &kv) || tern_kv_row_add(kv, n, &row)) {
         fprintf(stderr, "tern: %s\n", tern_last_error());
         goto done;
     }

@@ -94,7 +94,7 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     e->eos = tern_model_eos_ids(m, &e->n_eos);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    tern_status st = tern_model_kv_create(m, o.max_batch, o.max_context, n_blocks, &e->kv);
+    tern_status st = tern_model_kv_create(m, o.max_batch, o.max_context, 0, n_blocks, &e->kv);
     size_t B = (size_t)o.max_batch, T = (size_t)o.prefill_step + B;
     if (!st) {
         e->active = calloc(B, sizeof *e->active);

@@ -28,9 +28,11 @@ typedef struct {
 tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden);
 
 /* KV block pool shaped for this model (plain float32 layout): max_rows rows
- * of up to max_len positions over n_blocks blocks (0 = enough for every row
- * at max_len). Returns owned. */
-tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, long n_blocks, tern_kv **out);
+ * of up to max_len positions over n_blocks blocks of block_tokens positions
+ * (0 = TERN_KV_BLOCK_TOKENS; n_blocks 0 = enough for every row at max_len).
+ * Returns owned. */
+tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, int block_tokens, long n_blocks,
+                                 tern_kv **out);
 /* KV bytes one position costs in every layer together (plain layout). */
 size_t tern_model_kv_bytes_per_token(const tern_model *m);
 

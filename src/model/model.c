@@ -89,9 +89,10 @@ const char *tern_model_weights_desc(const tern_model *m)
     return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
 }
 
-tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, long n_blocks, tern_kv **out)
+tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len, int block_tokens, long n_blocks,
+                                 tern_kv **out)
 {
-    tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len, 0, n_blocks};
+    tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len, block_tokens, n_blocks};
     return tern_kv_create(&s, out);
 }
 

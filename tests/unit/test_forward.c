@@ -19,7 +19,7 @@ static float *alone(tern_model *m, const int32_t *ids, int n)
     float *out = malloc((size_t)n * V * sizeof *out);
     uint8_t want[MAXT];
     memset(want, 1, sizeof want);
-    CHECK(tern_model_kv_create(m, 1, MAXT, 0, &kv) == TERN_OK);
+    CHECK(tern_model_kv_create(m, 1, MAXT, 0, 0, &kv) == TERN_OK);
     CHECK(tern_kv_row_add(kv, MAXT, &row) == TERN_OK);
     tern_batch b = {1, &row, &n, ids, want};
     CHECK(tern_forward(m, kv, &b, out, NULL) == TERN_OK);
@@ -46,7 +46,7 @@ static void check_model(const char *dir, tern_precision prec)
     /* B = 3, different lengths, one call, every position returned. */
     tern_kv *kv;
     int rows[3];
-    CHECK(tern_model_kv_create(m, 4, MAXT, 0, &kv) == TERN_OK);
+    CHECK(tern_model_kv_create(m, 4, MAXT, 3, 0, &kv) == TERN_OK);
     for (int r = 0; r < 3; r++) CHECK(tern_kv_row_add(kv, MAXT, &rows[r]) == TERN_OK);
     int32_t cat[3 * MAXT];
     uint8_t want[3 * MAXT];
@@ -85,6 +85,37 @@ static void check_model(const char *dir, tern_precision prec)
     tern_batch e = {1, &rows[0], &one, &bad, NULL};
     CHECK(tern_forward(m, kv, &e, all, NULL) == TERN_E_RANGE);
     CHECK(tern_kv_offset(kv, rows[0]) == lens[0]);
+
+    /* Chunk boundaries: row 1 fed in chunks of 1, 5, 16 and 33 tokens (in
+     * blocks of 4 KV positions, so chunks and blocks cross at every offset),
+     * each chunk beside another row's tokens, gives every position's logits
+     * bit-identical to the one-shot run. */
+    int chunks[] = {1, 5, 16, 33};
+    for (int ci = 0; ci < 4; ci++) {
+        tern_kv *kc;
+        CHECK(tern_model_kv_create(m, 2, MAXT, 4, 0, &kc) == TERN_OK);
+        int ra, rb;
+        CHECK(tern_kv_row_add(kc, MAXT, &ra) == TERN_OK && tern_kv_row_add(kc, MAXT, &rb) == TERN_OK);
+        float *lg = malloc((size_t)(MAXT + 8) * V * sizeof *lg);
+        for (int p0 = 0; p0 < lens[1];) {
+            int n = lens[1] - p0 < chunks[ci] ? lens[1] - p0 : chunks[ci];
+            int other = 1 + (p0 % 3);
+            if (tern_kv_offset(kc, rb) + other > MAXT) other = 0;
+            int rr[2] = {rb, ra}, nn[2] = {other, n};
+            int32_t toks[MAXT + 8];
+            uint8_t wt[MAXT + 8];
+            for (int i = 0; i < other; i++) toks[i] = (int32_t)((p0 * 13 + i) % V);
+            memcpy(toks + other, ids[1] + p0, (size_t)n * sizeof *toks);
+            memset(wt, 1, sizeof wt);
+            tern_batch cb = {2, rr, nn, toks, wt};
+            CHECK(tern_forward(m, kc, &cb, lg, NULL) == TERN_OK);
+            CHECK_MSG(!memcmp(lg + (long)other * V, ref[1] + (long)p0 * V, (size_t)n * V * sizeof(float)),
+                      "%s chunks of %d: positions %d..%d differ", dir, chunks[ci], p0, p0 + n - 1);
+            p0 += n;
+        }
+        free(lg);
+        tern_kv_free(kc);
+    }
 
     /* The same model with its weights read in place from the mapping. */
     tern_model_opts om = {1, prec, TERN_WEIGHTS_MAPPED};
