@@ -96,7 +96,7 @@ typedef struct {
 } tern_request_cb;
 
 typedef struct {
-    int running_rows, waiting;
+    int running_rows, running_requests, waiting;
     long blocks_total, blocks_used, blocks_free, blocks_reserved;
     int block_tokens;
     size_t kv_bytes_per_token;

@@ -1,6 +1,8 @@
 #include "cli/cli_util.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,5 +107,26 @@ int cli_weights(const char *opt, const char *v, tern_weights_mode *out)
         fprintf(stderr, "tern: %s must be panels or mapped\n", opt);
         return -1;
     }
+    return 0;
+}
+
+int cli_bytes(const char *opt, const char *v, size_t *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    double mul = 1;
+    if (!strcasecmp(end, "") || !strcasecmp(end, "b")) mul = 1;
+    else if (!strcasecmp(end, "k") || !strcasecmp(end, "kb")) mul = 1e3;
+    else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb")) mul = 1e6;
+    else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb")) mul = 1e9;
+    else if (!strcasecmp(end, "kib")) mul = 1024.0;
+    else if (!strcasecmp(end, "mib")) mul = 1024.0 * 1024;
+    else if (!strcasecmp(end, "gib")) mul = 1024.0 * 1024 * 1024;
+    else mul = -1;
+    if (end == v || mul < 0 || !(x > 0) || x * mul > 1e15) {
+        fprintf(stderr, "tern: %s wants a positive byte count such as 4GB or 2000000000, not '%s'\n", opt, v);
+        return -1;
+    }
+    *out = (size_t)(x * mul);
     return 0;
 }

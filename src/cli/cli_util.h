@@ -13,6 +13,9 @@ int cli_parse_ids(const char *s, int32_t **ids, int *n);
 int cli_int(const char *opt, const char *v, long lo, long hi, int *out);
 int cli_float(const char *opt, const char *v, float *out);
 int cli_u64(const char *opt, const char *v, uint64_t *out);
+/* A byte count: plain bytes, or a number with a suffix K/M/G (powers of 1000,
+ * "GB" as mlx_lm writes it; "GiB" for powers of 1024). */
+int cli_bytes(const char *opt, const char *v, size_t *out);
 /* --precision f32|bf16 and --weights panels|mapped; 0 or -1 with a message. */
 int cli_precision(const char *opt, const char *v, tern_precision *out);
 int cli_weights(const char *opt, const char *v, tern_weights_mode *out);

@@ -2,6 +2,7 @@
  *     [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]
  *     [--prefill-step-size 2048] [--log-level INFO] [--max-body-bytes 8388608]
  *     [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]
+ *     [--max-batch 16] [--prefill-interleave 64] [--memory-budget BYTES|NGB]
  *
  * An OpenAI / Anthropic compatible HTTP server with mlx_lm.server's flags and
  * defaults. mlx_lm.server flags that change nothing here are accepted with a
@@ -20,7 +21,8 @@ static void usage(void)
             "usage: tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]\n"
             "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
-            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n");
+            "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n"
+            "       [--max-batch 16] [--prefill-interleave 64] [--memory-budget BYTES|NGB]\n");
 }
 
 static int log_level(const char *v)
@@ -66,6 +68,9 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--chat-template-args")) o.chat_template_args = v;
         else if (!strcmp(a, "--prefill-step-size")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_step);
         else if (!strcmp(a, "--queue-size")) bad = cli_int(a, v, 1, 1 << 20, &o.queue_size);
+        else if (!strcmp(a, "--max-batch")) bad = cli_int(a, v, 1, 1024, &o.max_batch);
+        else if (!strcmp(a, "--prefill-interleave")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_interleave);
+        else if (!strcmp(a, "--memory-budget")) bad = cli_bytes(a, v, &o.memory_budget);
         else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &o.n_threads);
         else if (!strcmp(a, "--max-body-bytes")) { bad = cli_int(a, v, 1024, 1 << 30, &big); o.max_body = (size_t)big; }
         else if (!strcmp(a, "--precision")) {

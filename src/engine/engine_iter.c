@@ -221,6 +221,7 @@ static void record(tern_engine *e, double secs, int T)
         s->iter_hist[b]++;
     }
     s->running_rows = e->rows_used;
+    s->running_requests = e->n_active;
     if (e->rows_used > s->peak_rows) s->peak_rows = e->rows_used;
     s->blocks_free = ks.blocks_free;
     s->blocks_used = ks.blocks_total - ks.blocks_free;

@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 #include "server/metrics.h"
-#include "server/queue.h"
 #include "server/request.h"
 #include "tern/chat_template.h"
+#include "tern/engine.h"
 #include "tern/model.h"
 #include "tern/tokenizer.h"
 
@@ -30,7 +30,7 @@ typedef struct {
     char               *model_id;     /* owned: listed by /v1/models */
     json_t             *template_args;/* owned: --chat-template-args */
     srv_defaults        defaults;
-    srv_queue          *queue;        /* owned */
+    tern_engine        *engine;       /* owned: the scheduler every generation runs in */
     srv_metrics        *metrics;      /* owned */
     size_t              max_body;
     int                 log_level;    /* 0 debug, 1 info, 2 warning, 3 error */

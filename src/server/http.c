@@ -101,6 +101,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, srv_conn *c, srv_ht
         r = MHD_create_response_from_buffer(rep->len, rep->body, MHD_RESPMEM_MUST_FREE);
         if (!r) { free(rep->body); return MHD_NO; }
         add_headers(r, rep->content_type);
+        if (rep->retry_after > 0) {
+            char v[16];
+            snprintf(v, sizeof v, "%d", rep->retry_after);
+            MHD_add_response_header(r, "Retry-After", v);
+        }
     }
     enum MHD_Result ok = MHD_queue_response(mc, (unsigned)rep->status, r);
     MHD_destroy_response(r);

@@ -31,6 +31,7 @@ typedef struct {
     size_t      len;
     const char *content_type; /* static string */
     srv_chan   *stream;       /* when set: one reference; the body streams from it */
+    int         retry_after;  /* > 0: a Retry-After header (seconds) */
 } srv_http_reply;
 
 typedef void (*srv_route_fn)(void *user, const srv_http_request *req, srv_http_reply *out);

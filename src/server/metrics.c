@@ -59,7 +59,7 @@ void srv_metrics_disconnect(srv_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
-int srv_metrics_render(srv_metrics *m, int queue_waiting, int running, srv_buf *o)
+int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
 {
     pthread_mutex_lock(&m->mu);
     int rc = srv_buf_puts(o, "# HELP tern_requests_total HTTP requests by endpoint and status class.\n"
@@ -69,24 +69,52 @@ int srv_metrics_render(srv_metrics *m, int queue_waiting, int running, srv_buf *
             rc |= srv_buf_printf(o, "tern_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n", EP_NAMES[e],
                                  ST_NAMES[s], m->requests[e][s]);
     rc |= srv_buf_printf(o,
-        "# HELP tern_generations_total Generations run by the worker.\n# TYPE tern_generations_total counter\n"
+        "# HELP tern_generations_total Generations finished.\n# TYPE tern_generations_total counter\n"
         "tern_generations_total %llu\n"
         "# HELP tern_prompt_tokens_total Prompt tokens processed.\n# TYPE tern_prompt_tokens_total counter\n"
         "tern_prompt_tokens_total %llu\n"
         "# HELP tern_generated_tokens_total Tokens generated.\n# TYPE tern_generated_tokens_total counter\n"
         "tern_generated_tokens_total %llu\n"
-        "# HELP tern_prefill_seconds_total Time spent in prefill.\n# TYPE tern_prefill_seconds_total counter\n"
-        "tern_prefill_seconds_total %.6f\n"
-        "# HELP tern_decode_seconds_total Time spent decoding.\n# TYPE tern_decode_seconds_total counter\n"
-        "tern_decode_seconds_total %.6f\n"
+        "# HELP tern_prefill_seconds_total Time from admission to first token, summed over requests.\n"
+        "# TYPE tern_prefill_seconds_total counter\ntern_prefill_seconds_total %.6f\n"
+        "# HELP tern_decode_seconds_total Time from first token to the end, summed over requests.\n"
+        "# TYPE tern_decode_seconds_total counter\ntern_decode_seconds_total %.6f\n"
         "# HELP tern_client_disconnects_total Generations stopped because the client went away.\n"
-        "# TYPE tern_client_disconnects_total counter\ntern_client_disconnects_total %llu\n"
-        "# HELP tern_queue_depth Requests waiting for the generation worker.\n# TYPE tern_queue_depth gauge\n"
-        "tern_queue_depth %d\n"
-        "# HELP tern_requests_running Requests being generated.\n# TYPE tern_requests_running gauge\n"
-        "tern_requests_running %d\n",
-        m->generations, m->prompt_tokens, m->generated_tokens, m->prefill_s, m->decode_s, m->disconnects,
-        queue_waiting, running);
+        "# TYPE tern_client_disconnects_total counter\ntern_client_disconnects_total %llu\n",
+        m->generations, m->prompt_tokens, m->generated_tokens, m->prefill_s, m->decode_s, m->disconnects);
     pthread_mutex_unlock(&m->mu);
+    rc |= srv_buf_printf(o,
+        "# HELP tern_queue_depth Requests waiting for admission.\n# TYPE tern_queue_depth gauge\n"
+        "tern_queue_depth %d\n"
+        "# HELP tern_requests_running Requests admitted and not yet finished.\n# TYPE tern_requests_running gauge\n"
+        "tern_requests_running %d\n"
+        "# HELP tern_running_rows KV rows in the running batch.\n# TYPE tern_running_rows gauge\n"
+        "tern_running_rows %d\n"
+        "# HELP tern_kv_blocks KV pool blocks by state (%d positions each).\n# TYPE tern_kv_blocks gauge\n"
+        "tern_kv_blocks{state=\"used\"} %ld\ntern_kv_blocks{state=\"free\"} %ld\n"
+        "tern_kv_blocks{state=\"reserved\"} %ld\ntern_kv_blocks{state=\"total\"} %ld\n"
+        "# HELP tern_iteration_tokens Tokens fed to the last scheduler iteration.\n"
+        "# TYPE tern_iteration_tokens gauge\ntern_iteration_tokens %d\n"
+        "# HELP tern_iteration_tokens_total Tokens fed to all scheduler iterations.\n"
+        "# TYPE tern_iteration_tokens_total counter\ntern_iteration_tokens_total %llu\n"
+        "# HELP tern_admissions_total Requests admitted into the batch.\n# TYPE tern_admissions_total counter\n"
+        "tern_admissions_total %llu\n"
+        "# HELP tern_refused_total Requests refused because the waiting line was full.\n"
+        "# TYPE tern_refused_total counter\ntern_refused_total %llu\n"
+        "# HELP tern_iteration_failures_total Forward passes that failed and were retried.\n"
+        "# TYPE tern_iteration_failures_total counter\ntern_iteration_failures_total %llu\n"
+        "# HELP tern_iteration_seconds Time of one scheduler iteration (one forward over every row).\n"
+        "# TYPE tern_iteration_seconds histogram\n",
+        es->waiting, es->running_requests, es->running_rows, es->block_tokens, es->blocks_used, es->blocks_free, es->blocks_reserved,
+        es->blocks_total, es->last_iteration_tokens, (unsigned long long)es->tokens,
+        (unsigned long long)es->admitted, (unsigned long long)es->refused, (unsigned long long)es->failures);
+    unsigned long long cum = 0;
+    for (int b = 0; b < 14; b++) {
+        cum += es->iter_hist[b];
+        if (b < 13) rc |= srv_buf_printf(o, "tern_iteration_seconds_bucket{le=\"%g\"} %llu\n", tern_engine_hist_bounds[b], cum);
+        else rc |= srv_buf_printf(o, "tern_iteration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    rc |= srv_buf_printf(o, "tern_iteration_seconds_sum %.6f\ntern_iteration_seconds_count %llu\n", es->iter_seconds_sum,
+                         (unsigned long long)es->iterations);
     return rc ? -1 : 0;
 }

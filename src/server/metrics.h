@@ -3,6 +3,7 @@
 #define TERN_SERVER_METRICS_H
 
 #include "server/buf.h"
+#include "tern/engine.h"
 
 typedef enum {
     SRV_EP_CHAT, SRV_EP_TEXT, SRV_EP_MESSAGES, SRV_EP_MODELS, SRV_EP_HEALTH, SRV_EP_METRICS, SRV_EP_OTHER,
@@ -17,7 +18,8 @@ void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int http_status);
 void srv_metrics_generation(srv_metrics *m, int prompt_tokens, int generated_tokens,
                             double prefill_s, double decode_s);
 void srv_metrics_disconnect(srv_metrics *m);
-/* Appends the exposition text; queue gauges are passed in. 0 or -1 on OOM. */
-int srv_metrics_render(srv_metrics *m, int queue_waiting, int running, srv_buf *out);
+/* Appends the exposition text; the scheduler's gauges, counters and
+ * iteration-time histogram come from es (borrowed). 0 or -1 on OOM. */
+int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *out);
 
 #endif

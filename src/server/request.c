@@ -88,6 +88,10 @@ static tern_status parse_sampling(const json_t *b, const srv_defaults *d, srv_re
                          ? "max_completion_tokens" : "max_tokens";
     if ((st = check_int(b, mt, "max_tokens", d->max_tokens, 1, INT_MAX, 0, &n))) return st;
     r->max_tokens = (int)n;
+    /* OpenAI's n: choices sampled from one prompt (forked KV rows). */
+    if ((st = check_int(b, "n", "n", 1, 1, SRV_MAX_CHOICES, 0, &n))) return st;
+    r->n = (int)n;
+    if (r->n > 1 && r->stream) return bad("n > 1 is served without streaming only; set stream to false");
     if ((st = check_num(b, "temperature", d->temperature, 0, HUGE_VAL, &s->temperature))) return st;
     if ((st = check_num(b, "top_p", d->top_p, 0, 1, &s->top_p))) return st;
     if ((st = check_int(b, "top_k", "top_k", d->top_k, 0, INT_MAX, 0, &n))) return st;

@@ -16,6 +16,8 @@
 
 typedef enum { SRV_API_CHAT, SRV_API_TEXT, SRV_API_ANTHROPIC } srv_api;
 
+enum { SRV_MAX_CHOICES = 16 };
+
 /* Server-wide defaults (the serve flags); fields mirror mlx_lm.server's. */
 typedef struct {
     float temperature;        /* --temp, 0.0 */
@@ -40,6 +42,7 @@ typedef struct {
     json_t *template_kwargs;  /* object: --chat-template-args merged with chat_template_kwargs */
     char   *prompt;           /* text completions */
     int     max_tokens;
+    int     n;                /* choices (OpenAI routes; 1 for Anthropic) */
     int     logprobs;         /* bool */
     int     top_logprobs;     /* -1 = unset */
     int     has_seed;

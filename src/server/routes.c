@@ -68,7 +68,9 @@ static void metrics(srv_ctx *c, srv_http_reply *out)
 {
     srv_buf b;
     srv_buf_init(&b);
-    if (srv_metrics_render(c->metrics, srv_queue_waiting(c->queue), srv_queue_running(c->queue), &b)) {
+    tern_engine_stats es;
+    tern_engine_get_stats(c->engine, &es);
+    if (srv_metrics_render(c->metrics, &es, &b)) {
         srv_buf_free(&b);
         out->status = 0;
         return;
@@ -133,10 +135,13 @@ static void generate(srv_ctx *c, srv_api api, const srv_http_request *hr, srv_ht
     srv_chan_set_fd(ch, srv_conn_fd(hr->conn));
     int rc = srv_job_submit(c, &req, ids, n, think_inside, ch);
     if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rc == -4 ? tern_last_error() : "");
         srv_chan_release(ch);
-        reply_error(out, api, rc == -3 ? 500 : 503,
+        reply_error(out, api, rc == -3 ? 500 : rc == -4 ? 400 : 503,
                     rc == -1 ? "The server is busy: the request queue is full, retry later"
-                    : rc == -2 ? "The server is shutting down" : "out of memory");
+                    : rc == -2 ? "The server is shutting down" : rc == -4 ? msg : "out of memory");
+        if (rc == -1) out->retry_after = 1;
         return;
     }
     log_line(c, 0, "queued a %s request: %d prompt tokens", stream ? "streaming" : "non-streaming", n);

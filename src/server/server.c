@@ -10,6 +10,7 @@
 #include "server/ctx.h"
 #include "server/http.h"
 #include "server/routes.h"
+#include "tern/engine.h"
 
 void tern_server_opts_default(tern_server_opts *o)
 {
@@ -24,6 +25,7 @@ void tern_server_opts_default(tern_server_opts *o)
     o->log_level = 1;
     o->max_body = 8u << 20;
     o->queue_size = 64;
+    o->max_batch = 16;
 }
 
 static int has_id(const int32_t *ids, int n, int32_t id)
@@ -101,12 +103,19 @@ static tern_status setup(srv_ctx *c, const tern_server_opts *o)
     c->defaults.template_args = c->template_args;
     c->defaults.vocab_size = tern_model_vocab_size(c->model);
     if (!(c->metrics = srv_metrics_create())) return tern_error(TERN_E_NOMEM, "out of memory");
-    return srv_queue_create(o->queue_size, &c->queue);
+    tern_engine_opts eo;
+    tern_engine_opts_default(&eo);
+    if (o->max_batch) eo.max_batch = o->max_batch;
+    eo.prefill_step = o->prefill_step;
+    if (o->prefill_interleave) eo.prefill_interleave = o->prefill_interleave;
+    eo.memory_budget = o->memory_budget;
+    eo.queue_size = o->queue_size;
+    return tern_engine_create(c->model, &eo, &c->engine);
 }
 
 static void teardown(srv_ctx *c)
 {
-    srv_queue_destroy(c->queue);
+    tern_engine_free(c->engine);
     srv_metrics_free(c->metrics);
     json_decref(c->template_args);
     free(c->model_id);
@@ -137,18 +146,25 @@ tern_status tern_server_run(const tern_server_opts *o)
         free(c);
         return st;
     }
-    if (c->log_level <= 1)
-        fprintf(stderr, "INFO:tern.serve:serving %s on http://%s:%d (context %d, queue %d)\n", c->model_id, o->host,
-                o->port, c->max_context, o->queue_size);
+    if (c->log_level <= 1) {
+        tern_engine_stats es;
+        tern_engine_get_stats(c->engine, &es);
+        fprintf(stderr,
+                "INFO:tern.serve:serving %s on http://%s:%d (context %d, batch %d, KV pool %ld tokens = %.0f MB, "
+                "queue %d)\n",
+                c->model_id, o->host, o->port, c->max_context, o->max_batch ? o->max_batch : 16,
+                es.kv_capacity_tokens, (double)es.kv_capacity_tokens * (double)es.kv_bytes_per_token / 1e6,
+                o->queue_size);
+    }
     int sig = 0;
     sigwait(&set, &sig);
     if (c->log_level <= 1)
         fprintf(stderr, "INFO:tern.serve:%s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     srv_http_quiesce(h);
     atomic_store(&c->stopping, 1);
-    /* Ends the running generation (its reply completes), answers waiting ones
-     * with 503, then closes every connection. */
-    srv_queue_stop(c->queue);
+    /* Ends the running generations (their replies complete), answers waiting
+     * ones with 503, then closes every connection. */
+    tern_engine_stop(c->engine);
     srv_http_stop(h);
     teardown(c);
     free(c);

@@ -21,7 +21,10 @@ typedef struct {
     int         prefill_step;       /* 2048 */
     int         log_level;          /* 0 DEBUG .. 3 ERROR; 1 = INFO */
     size_t      max_body;           /* request body cap in bytes (8 MiB) */
-    int         queue_size;         /* waiting requests beyond the running one (64) */
+    int         queue_size;         /* requests waiting for admission (64) */
+    int         max_batch;          /* rows decoded together (16); 1 = strict serial */
+    int         prefill_interleave; /* prompt tokens per iteration while rows decode (0 = engine default) */
+    size_t      memory_budget;      /* KV pool bytes (0 = half the memory available after load) */
     int         n_threads;          /* compute threads; 0 = all cores */
     int         precision;          /* a tern_precision value; 0 = default */
     int         weights;            /* a tern_weights_mode value; 0 = default */

@@ -15,7 +15,8 @@ MSGS = [{"role": "user", "content": "Write a function that adds two numbers."}]
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("--max-body-bytes", "65536", "--queue-size", "1")
+    # Strict serial (--max-batch 1) so that one running request makes the next wait.
+    s = Server("--max-body-bytes", "65536", "--queue-size", "1", "--max-batch", "1")
     yield s
     assert s.stop() == 0, s.output()
 
