@@ -1,0 +1,151 @@
+"""tern serve with continuous batching: concurrent replies equal their solo
+replies byte for byte (greedy and seeded), n > 1, admission limits (400 for a
+request that can never fit, 503 + Retry-After for a full line), and a client
+that disconnects has its row and KV blocks freed."""
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from server_harness import Server
+
+PROMPTS = ["def add(a, b):", "class Stack:\n    def __init__(self):", "import os\n\ndef walk(path):",
+           "# sort a list\ndef sort(xs):", "def fib(n):", "for i in range(10):", "x = [i * i for i in",
+           "def main():\n    args ="]
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server("--max-batch", "8", "--prefill-interleave", "8")
+    yield s
+    assert s.stop() == 0, s.output()
+
+
+def body(i, **kw):
+    b = {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": 24 + 3 * i, "logit_bias": {"8187": -100}}
+    if i % 2:
+        b.update(temperature=0.8, top_p=0.9, seed=100 + i)
+    if i % 3 == 2:
+        b.update(repetition_penalty=1.2, logprobs=True, top_logprobs=2)
+    b.update(kw)
+    return b
+
+
+def test_concurrent_equals_solo(srv):
+    n = 16
+    solo = []
+    for i in range(n):
+        status, r = srv.post("/v1/completions", body(i))
+        assert status == 200, r
+        solo.append(r)
+    got = [None] * n
+
+    def run(i):
+        time.sleep(0.01 * (i % 5))
+        got[i] = srv.post("/v1/completions", body(i))
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for i in range(n):
+        status, r = got[i]
+        assert status == 200, r
+        assert r["choices"][0]["text"] == solo[i]["choices"][0]["text"], i
+        assert r["choices"][0].get("logprobs") == solo[i]["choices"][0].get("logprobs"), i
+        assert r["usage"] == solo[i]["usage"]
+    assert srv.metric("tern_running_rows") == 0
+
+
+def test_n_choices(srv):
+    b = body(1, n=3)
+    status, r = srv.post("/v1/completions", b)
+    assert status == 200, r
+    ch = r["choices"]
+    assert [c["index"] for c in ch] == [0, 1, 2]
+    # Choice c is sampled with seed + c: choice 1 equals a single request seeded + 1.
+    status, one = srv.post("/v1/completions", body(1, seed=b["seed"] + 1))
+    assert ch[1]["text"] == one["choices"][0]["text"]
+    status, zero = srv.post("/v1/completions", body(1))
+    assert ch[0]["text"] == zero["choices"][0]["text"]
+    status, two = srv.post("/v1/completions", body(1, seed=b["seed"] + 2))
+    assert ch[2]["text"] == two["choices"][0]["text"]
+    assert r["usage"]["completion_tokens"] == sum(x["usage"]["completion_tokens"] for x in (zero, one, two))
+    assert r["usage"]["prompt_tokens"] == zero["usage"]["prompt_tokens"]
+    status, r = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 2,
+                                                   "max_tokens": 8, "temperature": 1.0, "seed": 5})
+    assert status == 200 and len(r["choices"]) == 2 and r["choices"][1]["index"] == 1
+    status, r = srv.post("/v1/completions", body(0, n=2, stream=True))
+    assert status == 400 and "n > 1" in r["error"]["message"]
+    status, r = srv.post("/v1/completions", body(0, n=0))
+    assert status == 400
+
+
+def test_disconnect_frees_row(srv):
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    data = json.dumps({"prompt": "def f():", "max_tokens": 3000, "stream": True,
+                       "logit_bias": {"8187": -100}}).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    buf = b""
+    while buf.count(b"data: ") < 3:
+        buf += sock.recv(4096)
+    assert srv.metric("tern_running_rows") == 1
+    assert srv.metric('tern_kv_blocks{state="used"}') > 0
+    sock.close()
+    t0 = time.time()
+    while srv.metric("tern_running_rows") != 0 and time.time() - t0 < 5:
+        time.sleep(0.02)
+    assert srv.metric("tern_running_rows") == 0
+    assert srv.metric('tern_kv_blocks{state="used"}') == 0
+    assert srv.metric('tern_kv_blocks{state="reserved"}') == 0
+
+
+def test_admission_limits():
+    # 2 MB of KV = 7 blocks of 32 positions of the demo model (8 KB each): a
+    # 300-token prompt can never fit; max_tokens is clamped to the room left.
+    s = Server("--memory-budget", "2MB", "--queue-size", "1", "--max-batch", "2")
+    try:
+        status, r = s.post("/v1/completions", {"prompt": "x = 1\n" * 150, "max_tokens": 4})
+        assert status == 400 and "KV pool" in r["error"]["message"], r
+        status, r = s.post("/v1/completions", {"prompt": "def f():", "max_tokens": 1000,
+                                                "logit_bias": {"8187": -100}})
+        assert status == 200 and r["choices"][0]["finish_reason"] == "length", r
+        cap = s.metric('tern_kv_blocks{state="total"}') * 32
+        assert cap == 224
+        assert r["usage"]["completion_tokens"] + r["usage"]["prompt_tokens"] == cap
+        # One long request holds the pool; one waits; the next is refused.
+        hold = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        data = json.dumps({"prompt": "def f():", "max_tokens": 150, "stream": True,
+                           "logit_bias": {"8187": -100}}).encode()
+        hold.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        buf = b""
+        while b"data: " not in buf:
+            buf += hold.recv(4096)
+        wait = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        data = json.dumps({"prompt": "def g():", "max_tokens": 100}).encode()
+        wait.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        t0 = time.time()
+        while s.metric("tern_queue_depth") != 1 and time.time() - t0 < 5:
+            time.sleep(0.01)
+        c = s.conn()
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "a", "max_tokens": 100}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 503 and r.getheader("Retry-After") == "1"
+        assert "queue is full" in json.loads(r.read())["error"]["message"]
+        c.close()
+        hold.close()
+        wait.settimeout(60)
+        resp = b""
+        while b"\r\n\r\n" not in resp or not resp.rstrip().endswith(b"}"):
+            chunk = wait.recv(65536)
+            if not chunk:
+                break
+            resp += chunk
+        assert resp.startswith(b"HTTP/1.1 200"), resp[:200]
+        wait.close()
+    finally:
+        assert s.stop() == 0, s.output()
