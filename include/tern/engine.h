@@ -42,7 +42,8 @@ typedef enum {
 typedef struct {
     int max_batch;           /* rows in one iteration (>= 1); 0 = 16; 1 = strict serial */
     int prefill_step;        /* prompt tokens per iteration when no row is decoding; 0 = 2048 */
-    int prefill_interleave;  /* prompt tokens per iteration while rows decode; 0 = 64 */
+    int prefill_interleave;  /* most prompt tokens per iteration while rows decode; 0 = 256 (the
+                                budget adapts below it to keep their step time near 2x) */
     size_t memory_budget;    /* bytes of KV blocks; 0 = half the memory available at create */
     long kv_tokens;          /* if > 0: the pool holds exactly this many positions (overrides budget) */
     int queue_size;          /* requests waiting for admission; 0 = 64 */

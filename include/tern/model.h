@@ -47,5 +47,13 @@ const int32_t *tern_model_eos_ids(const tern_model *m, int *n);
 /* Directory the model was loaded from (borrowed). */
 const char *tern_model_dir(const tern_model *m);
 const char *tern_model_type(const tern_model *m);
+size_t tern_model_weight_bytes(const tern_model *m);
+/* Bytes of weights read for one decoded token (all but the embedding gather). */
+size_t tern_model_decode_bytes(const tern_model *m);
+/* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
+const char *tern_model_weights_desc(const tern_model *m);
+/* Logits of a prompt run from an empty state: out is [n, vocab] with all set,
+ * else [1, vocab] for the last position (borrowed, caller-sized). */
+tern_status tern_model_logits(tern_model *m, const int32_t *ids, int n, int all, float *out);
 
 #endif

@@ -1,77 +1,79 @@
 /* tern bench --model DIR [--prompt-tokens 512] [--gen-tokens 128] [--threads N]
- *            [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--json]
+ *            [--precision f32|bf16] [--weights panels|mapped] [--reps R]
+ *            [--batch 1,2,4,8,16] [--json]
  *
- * Prefill: one forward over prompt-tokens synthetic ids on an empty row.
- * Decode: gen-tokens greedy single-token forwards on an empty row (the
- * shape of llama-bench's pp and tg tests). Best of R runs each.
+ * Everything runs through the engine (tern/engine.h), the scheduler the
+ * server uses. Prefill: one request of prompt-tokens synthetic ids (time
+ * from admission to its first token). Decode: a one-token prompt generating
+ * gen-tokens greedily (the shape of llama-bench's tg test). Best of R runs.
  * Before each run it measures the STREAM-triad bandwidth on the same threads
  * and reports decode speed as a fraction of that run's ceiling (triad GB/s /
- * weight bytes read per token), median over the runs. With --json the last
- * line is one JSON object. */
+ * weight bytes read per token), median over the runs. --batch B,...: B
+ * requests decoding together: the mean iteration time (one forward over B
+ * rows) and the aggregate tok/s, against B = 1. With --json the last line is
+ * one JSON object. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cpu/isa.h"
-#include "backend/cpu/stream_triad.h"
 #include "cli/cli_util.h"
-#include "core/clock.h"
-#include "core/threadpool.h"
-#include "model/forward.h"
+#include "tern/engine.h"
 #include "tern/model.h"
+#include "tern/system.h"
 
 static void usage(void)
 {
     fprintf(stderr, "usage: tern bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--threads N]\n"
-                    "       [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--json]\n");
+                    "       [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--batch 1,2,4,8,16] [--json]\n");
 }
 
-/* Feeds ids through a fresh row in one forward (prefill) and reports the
- * seconds; *kv_out keeps the row when asked. */
-static tern_status prefill_once(tern_model *m, const int32_t *ids, int P, double *secs)
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int left;
+    tern_status st;
+    double prefill_s, decode_s;
+    int generated;
+} waiter;
+
+static void on_done(void *user, const tern_request_result *res)
 {
-    tern_kv *kv;
-    int row, V = tern_model_vocab_size(m);
-    tern_status st = tern_model_kv_create(m, 1, P, 0, 0, &kv);
-    if (st) return st;
-    float *logits = malloc((size_t)V * sizeof *logits);
-    if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
-    if (!(st = tern_kv_row_add(kv, P, &row))) {
-        double t0 = tern_now();
-        tern_batch b = {1, &row, &P, ids, NULL};
-        st = tern_forward(m, kv, &b, logits, NULL);
-        *secs = tern_now() - t0;
-    }
-    free(logits);
-    tern_kv_free(kv);
-    return st;
+    waiter *w = user;
+    pthread_mutex_lock(&w->mu);
+    if (res->status) w->st = res->status;
+    w->prefill_s = res->prefill_seconds;
+    w->decode_s = res->decode_seconds;
+    w->generated += res->generated[0];
+    w->left--;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
-/* Decodes G tokens greedily on a fresh row that starts from one token, as
- * llama-bench's tg test does; reports the seconds of the G steps. */
-static tern_status decode_once(tern_model *m, int32_t first, int G, double *secs)
+/* Runs B identical-shape requests at once and waits for all of them. */
+static tern_status run(tern_engine *e, const int32_t *ids, int P, int G, int B, waiter *w)
 {
-    tern_kv *kv;
-    int row, V = tern_model_vocab_size(m), one = 1;
-    tern_status st = tern_model_kv_create(m, 1, G + 1, 0, 0, &kv);
-    if (st) return st;
-    float *logits = malloc((size_t)V * sizeof *logits);
-    if (!logits) { tern_kv_free(kv); return tern_error(TERN_E_NOMEM, "out of memory"); }
-    if ((st = tern_kv_row_add(kv, G + 1, &row))) goto done;
-    int32_t tok = first;
-    double t0 = tern_now();
-    for (int i = 0; i < G; i++) {
-        tern_batch d = {1, &row, &one, &tok, NULL};
-        if ((st = tern_forward(m, kv, &d, logits, NULL))) goto done;
-        tok = 0;
-        for (int v = 1; v < V; v++) if (logits[v] > logits[tok]) tok = v;
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    tern_request_opts o;
+    tern_request_opts_default(&o);
+    o.max_tokens = G;
+    o.ignore_eos = 1;
+    tern_request_cb cb = {NULL, NULL, on_done, w};
+    tern_status st = TERN_OK;
+    w->left = B;
+    for (int b = 0; b < B && !st; b++) {
+        st = tern_engine_submit(e, ids + b, P, &o, &cb, NULL);
+        if (st) w->left -= B - b;
     }
-    *secs = tern_now() - t0;
-done:
-    free(logits);
-    tern_kv_free(kv);
-    return st;
+    pthread_mutex_lock(&w->mu);
+    while (w->left > 0) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    return st ? st : w->st;
 }
 
 static double median(double *v, int n)
@@ -83,9 +85,28 @@ static double median(double *v, int n)
     return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0.0;
 }
 
+/* Mean time of the decode iterations of B requests of 16-token prompts. */
+static tern_status batch_step(tern_engine *e, const int32_t *ids, int G, int B, double *iter_s, double *tps)
+{
+    tern_engine_stats a, b;
+    waiter w;
+    /* The prompts are admitted and prefilled first (one request each), then
+     * the iterations counted are the decode ones. */
+    tern_engine_get_stats(e, &a);
+    double t0 = tern_now();
+    tern_status st = run(e, ids, 16, G, B, &w);
+    double wall = tern_now() - t0;
+    tern_engine_get_stats(e, &b);
+    if (st) return st;
+    uint64_t it = b.iterations - a.iterations;
+    *iter_s = it ? (b.iter_seconds_sum - a.iter_seconds_sum) / (double)it : 0.0;
+    *tps = (double)B * G / wall;
+    return TERN_OK;
+}
+
 int tern_cmd_bench(int argc, char **argv)
 {
-    const char *model_dir = NULL;
+    const char *model_dir = NULL, *batch_s = NULL;
     int P = 512, G = 128, reps = 3, json = 0;
     tern_model_opts mo = {0};
     for (int i = 1; i < argc; i++) {
@@ -102,56 +123,90 @@ int tern_cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--reps")) bad = cli_int(a, v, 1, 100, &reps);
         else if (!strcmp(a, "--precision")) bad = cli_precision(a, v, &mo.precision);
         else if (!strcmp(a, "--weights")) bad = cli_weights(a, v, &mo.weights);
+        else if (!strcmp(a, "--batch")) batch_s = v;
         else { fprintf(stderr, "tern bench: unknown option %s\n", a); usage(); return 2; }
         if (bad) return 2;
     }
     if (!model_dir) { usage(); return 2; }
+    int32_t *batches = NULL;
+    int n_batches = 0;
+    if (batch_s && cli_parse_ids(batch_s, &batches, &n_batches)) return 2;
+    for (int i = 0; i < n_batches; i++)
+        if (batches[i] < 1 || batches[i] > 256) { fprintf(stderr, "tern bench: --batch sizes must be in [1, 256]\n"); free(batches); return 2; }
     tern_model *m;
     double load_s = tern_now();
-    if (tern_model_load(model_dir, &mo, &m)) { fprintf(stderr, "tern: %s\n", tern_last_error()); return 1; }
+    if (tern_model_load(model_dir, &mo, &m)) { fprintf(stderr, "tern: %s\n", tern_last_error()); free(batches); return 1; }
     load_s = tern_now() - load_s;
-    int V = tern_model_vocab_size(m), rc = 1;
-    int32_t *ids = malloc((size_t)P * sizeof *ids);
-    if (!ids) goto done;
+    int V = tern_model_vocab_size(m), rc = 1, maxb = 1;
+    for (int i = 0; i < n_batches; i++) maxb = batches[i] > maxb ? batches[i] : maxb;
+    int32_t *ids = malloc((size_t)(P + maxb + 16) * sizeof *ids);
+    tern_engine *e = NULL;
+    tern_engine_opts eo;
+    tern_engine_opts_default(&eo);
+    eo.max_batch = maxb;
+    eo.prefill_step = P;
+    eo.kv_tokens = (long)maxb * (P + G + 64);
+    if (!ids || tern_engine_create(m, &eo, &e)) { fprintf(stderr, "tern: %s\n", ids ? tern_last_error() : "out of memory"); goto done; }
     uint32_t s = 12345;
-    for (int i = 0; i < P; i++) { s = s * 1664525u + 1013904223u; ids[i] = (int32_t)((s >> 8) % (uint32_t)V); }
+    for (int i = 0; i < P + maxb + 16; i++) { s = s * 1664525u + 1013904223u; ids[i] = (int32_t)((s >> 8) % (uint32_t)V); }
     int threads = mo.n_threads > 0 ? mo.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    tern_pool *pool = NULL;
-    if (tern_pool_create(threads > 0 ? threads : 1, &pool)) goto done;
     double bytes = (double)tern_model_decode_bytes(m);
     /* Memory bandwidth drifts on a shared machine, so each decode run is
      * compared with a triad measured right before it; the fraction of the
      * ceiling reported is the median over the runs. */
     double best_pre = 1e30, best_dec = 1e30, triads[100], fracs[100];
     for (int r = 0; r < reps; r++) {
+        waiter w;
         double tp = 0, td = 0;
-        triads[r] = G ? tern_cpu_stream_triad_gbps(pool, (size_t)256 << 20) : 0.0;
-        if (prefill_once(m, ids, P, &tp) || (G && decode_once(m, ids[0], G, &td))) {
-            fprintf(stderr, "tern: %s\n", tern_last_error());
-            tern_pool_free(pool);
-            goto done;
+        triads[r] = G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
+        if (run(e, ids, P, 1, 1, &w)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+        tp = w.prefill_s;
+        if (G) {
+            /* G + 1 tokens: the first comes from the one-token prompt's
+             * forward, then G decode steps are timed. */
+            if (run(e, ids, 1, G + 1, 1, &w)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+            td = w.decode_s;
         }
         fracs[r] = G && triads[r] > 0 ? (G / td) / (triads[r] * 1e9 / bytes) : 0.0;
         if (tp < best_pre) best_pre = tp;
         if (td < best_dec) best_dec = td;
     }
-    tern_pool_free(pool);
     double gbps = median(triads, reps), frac = median(fracs, reps);
     double pre_tps = P / best_pre, dec_tps = G ? G / best_dec : 0.0;
     double ceiling = gbps > 0 ? gbps * 1e9 / bytes : 0.0;
-    printf("model %s (%s), %.1f MB weights (%s), %.1f MB read per decoded token, isa %s, load %.2f s\n",
+    printf("model %s (%s), %.1f MB weights (%s), %.1f MB read per decoded token, kernels %s, load %.2f s\n",
            tern_model_dir(m), tern_model_type(m), tern_model_weight_bytes(m) / 1e6, tern_model_weights_desc(m),
-           bytes / 1e6, tern_cpu_isa_name(tern_cpu_isa_active()), load_s);
+           bytes / 1e6, tern_cpu_kernels(), load_s);
     printf("prefill %d tokens: %.1f tok/s | decode %d tokens: %.2f tok/s | triad %.1f GB/s -> ceiling %.2f tok/s "
            "(median run at %.1f%% of its own triad's ceiling)\n", P, pre_tps, G, dec_tps, gbps, ceiling, 100.0 * frac);
+    double it1 = 0;
+    char bjson[2048] = "";
+    size_t bl = 0;
+    for (int i = 0; i < n_batches && G; i++) {
+        double it = 1e30, tps = 0;
+        for (int r = 0; r < reps; r++) {
+            double a, t;
+            if (batch_step(e, ids, G, batches[i], &a, &t)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+            if (a < it) { it = a; tps = t; }
+        }
+        if (i == 0 || batches[i] == 1) it1 = batches[i] == 1 ? it : it1;
+        printf("batch %2d: iteration %.2f ms%s | aggregate %.1f tok/s\n", batches[i], it * 1e3,
+               it1 > 0 ? "" : "", tps);
+        if (it1 > 0) printf("          iteration / B=1 iteration: %.3f\n", it / it1);
+        bl += (size_t)snprintf(bjson + bl, sizeof bjson - bl, "%s{\"batch\": %d, \"iteration_ms\": %.3f, \"aggregate_tps\": %.2f}",
+                               i ? ", " : "", batches[i], it * 1e3, tps);
+        if (bl >= sizeof bjson) bl = sizeof bjson - 1;
+    }
     if (json)
         printf("{\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"prompt_tokens\": %d, \"gen_tokens\": %d, "
                "\"threads\": %d, \"weight_bytes_per_token\": %.0f, \"triad_gbps\": %.3f, \"ceiling_tps\": %.3f, "
-               "\"decode_frac_of_ceiling\": %.4f, \"weights\": \"%s\", \"load_s\": %.3f}\n",
-               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, frac, tern_model_weights_desc(m), load_s);
+               "\"decode_frac_of_ceiling\": %.4f, \"weights\": \"%s\", \"load_s\": %.3f, \"batches\": [%s]}\n",
+               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, frac, tern_model_weights_desc(m), load_s, bjson);
     rc = 0;
 done:
+    tern_engine_free(e);
     free(ids);
+    free(batches);
     tern_model_free(m);
     return rc;
 }

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
-#include "model/forward.h"
 #include "tern/model.h"
 
 static void usage(void)
@@ -45,29 +44,18 @@ int tern_cmd_logits(int argc, char **argv)
         return 1;
     }
     int V = tern_model_vocab_size(m), rc = 1;
-    tern_kv *kv = NULL;
-    int row;
-    uint8_t *want = calloc((size_t)n, 1);
     float *logits = malloc((size_t)(all ? n : 1) * V * sizeof(float));
     FILE *f = NULL;
-    if (!want || !logits) { fprintf(stderr, "tern: out of memory\n"); goto done; }
-    for (int i = 0; i < n; i++) want[i] = all || i == n - 1;
-    if (tern_model_kv_create(m, 1, n, 0, 0, &kv) || tern_kv_row_add(kv, n, &row)) {
-        fprintf(stderr, "tern: %s\n", tern_last_error());
-        goto done;
-    }
-    tern_batch b = {1, &row, &n, ids, want};
-    if (tern_forward(m, kv, &b, logits, NULL)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+    if (!logits) { fprintf(stderr, "tern: out of memory\n"); goto done; }
+    if (tern_model_logits(m, ids, n, all, logits)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
     f = fopen(out_path, "wb");
     size_t cnt = (size_t)(all ? n : 1) * V;
     if (!f || fwrite(logits, sizeof(float), cnt, f) != cnt) { fprintf(stderr, "tern: cannot write %s\n", out_path); goto done; }
     rc = 0;
 done:
     if (f && fclose(f) && !rc) { fprintf(stderr, "tern: cannot write %s\n", out_path); rc = 1; }
-    free(want);
     free(logits);
     free(ids);
-    tern_kv_free(kv);
     tern_model_free(m);
     return rc;
 }

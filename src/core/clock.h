@@ -1,8 +1,7 @@
-/* Monotonic wall-clock time for timings. */
+/* The monotonic clock (declared publicly in tern/system.h). */
 #ifndef TERN_CORE_CLOCK_H
 #define TERN_CORE_CLOCK_H
 
-/* Seconds on the monotonic clock (arbitrary origin). */
-double tern_now(void);
+#include "tern/system.h"
 
 #endif

@@ -20,7 +20,7 @@ void tern_engine_opts_default(tern_engine_opts *o)
     memset(o, 0, sizeof *o);
     o->max_batch = 16;
     o->prefill_step = 2048;
-    o->prefill_interleave = 64;
+    o->prefill_interleave = 256;
     o->queue_size = 64;
 }
 

@@ -76,6 +76,10 @@ struct tern_engine {
     struct tern_request **active;  /* admitted, in admission order */
     int n_active, rows_used;
     int fail_streak;
+    /* Measured costs steering the prompt budget while rows decode: a
+     * decode-only iteration, and one prompt token more in a mixed one
+     * (exponential moving averages; 0 = not measured yet). */
+    double ema_decode_s, ema_token_s;
     int *b_rows, *b_ntok;
     int32_t *b_tokens;
     uint8_t *b_want;

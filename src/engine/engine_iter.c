@@ -176,6 +176,22 @@ static void deliver(tern_engine *e, eng_row *w)
 
 static void record(tern_engine *e, double secs, int T);
 
+enum { STEP_FACTOR = 2 };
+
+static int prompt_budget(const tern_engine *e)
+{
+    int cap = e->o.prefill_interleave;
+    if (e->ema_decode_s <= 0 || e->ema_token_s <= 0) return cap < 8 ? cap : 8;
+    double room = (STEP_FACTOR - 1) * e->ema_decode_s / e->ema_token_s;
+    int b = room < 1 ? 1 : room > cap ? cap : (int)room;
+    return b;
+}
+
+static void ema(double *v, double x)
+{
+    *v = *v > 0 ? 0.8 * *v + 0.2 * x : x;
+}
+
 /* Requests whose choices all ended leave; cancelled ones end here too. The
  * gauges are updated before on_done runs, so a caller woken by it sees the
  * blocks already back in the pool. */
@@ -253,8 +269,10 @@ int tern_engine_iterate(tern_engine *e)
     }
     /* Joiners' prompt chunks, oldest first, within the token budget: the
      * whole prefill step when nothing decodes, else a slice small enough to
-     * keep the running streams' step time low. */
-    int budget = decoding ? e->o.prefill_interleave : e->o.prefill_step;
+     * keep the running streams' step time near twice a decode-only step
+     * (from the measured costs; at most prefill_interleave). How a prompt is
+     * cut never changes its values (chunk invariance), only its latency. */
+    int budget = decoding ? prompt_budget(e) : e->o.prefill_step;
     for (int i = 0; i < e->n_active && budget > 0; i++) {
         tern_request *r = e->active[i];
         if (r->state != REQ_PREFILL) continue;
@@ -316,6 +334,10 @@ int tern_engine_iterate(tern_engine *e)
     }
     tern_engine_sample_rows(e);
     for (int i = 0; i < e->n_s; i++) deliver(e, e->s_rows[i]);
-    record(e, tern_now() - t0, T);
+    double secs = tern_now() - t0;
+    if (decoding && T == decoding) ema(&e->ema_decode_s, secs);
+    else if (decoding && e->ema_decode_s > 0 && secs > e->ema_decode_s)
+        ema(&e->ema_token_s, (secs - e->ema_decode_s) / (T - decoding));
+    record(e, secs, T);
     return 1;
 }

@@ -44,10 +44,6 @@ int tern_batch_n_out(const tern_batch *b);
 void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg, int n);
 
 int tern_model_hidden_size(const tern_model *m);
-size_t tern_model_weight_bytes(const tern_model *m);
-/* Bytes of weights read for one decoded token (all but the embedding gather). */
-size_t tern_model_decode_bytes(const tern_model *m);
-/* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
-const char *tern_model_weights_desc(const tern_model *m);
+
 
 #endif

@@ -107,3 +107,22 @@ void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg,
     tern_pool_run(m->pool, fn, arg, n);
     pthread_mutex_unlock(&m->fwd_lock);
 }
+
+tern_status tern_model_logits(tern_model *m, const int32_t *ids, int n, int all, float *out)
+{
+    if (n <= 0) return tern_error(TERN_E_INVALID, "logits: no tokens");
+    tern_kv *kv = NULL;
+    int row;
+    uint8_t *want = calloc((size_t)n, 1);
+    if (!want) return tern_error(TERN_E_NOMEM, "logits: out of memory");
+    for (int i = 0; i < n; i++) want[i] = all || i == n - 1;
+    tern_status st = tern_model_kv_create(m, 1, n, 0, 0, &kv);
+    if (!st) st = tern_kv_row_add(kv, n, &row);
+    if (!st) {
+        tern_batch b = {1, &row, &n, ids, want};
+        st = tern_forward(m, kv, &b, out, NULL);
+    }
+    free(want);
+    tern_kv_free(kv);
+    return st;
+}
