@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "io/model_dir.h"
 
 int cli_parse_ids(const char *s, int32_t **ids, int *n)
 {
@@ -106,4 +109,16 @@ int cli_weights(const char *opt, const char *v, tern_weights_mode *out)
         return -1;
     }
     return 0;
+}
+
+int cli_text_dir(const char *spec, char *out, size_t cap)
+{
+    struct stat st;
+    char snaps[4096];
+    snprintf(snaps, sizeof snaps, "%s/snapshots", spec);
+    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode) && stat(snaps, &st) != 0) {
+        snprintf(out, cap, "%s", spec);
+        return 0;
+    }
+    return tern_model_dir_resolve(spec, out, cap) == TERN_OK ? 0 : -1;
 }
