@@ -148,9 +148,30 @@ static void generate(srv_ctx *c, srv_api api, const srv_http_request *hr, srv_ht
     wait_reply(c, ch, hr->conn, out);
 }
 
+/* Anthropic's token counting: the prompt /v1/messages would run, counted. */
+static void count_tokens(srv_ctx *c, const srv_http_request *hr, srv_http_reply *out)
+{
+    srv_request req;
+    tern_status st = srv_request_parse_count(hr->body, hr->len, &c->defaults, &req);
+    if (st != TERN_OK) {
+        reply_error(out, SRV_API_ANTHROPIC, st == TERN_E_NOMEM ? 500 : 400, tern_last_error());
+        return;
+    }
+    int32_t *ids = NULL;
+    int n = 0, think_inside = 0;
+    st = srv_prompt_build(c, &req, &ids, &n, &think_inside);
+    srv_request_free(&req);
+    free(ids);
+    if (st != TERN_OK) {
+        reply_error(out, SRV_API_ANTHROPIC, st == TERN_E_INVALID ? 400 : 500, tern_last_error());
+        return;
+    }
+    reply_json(out, json_pack("{s:i}", "input_tokens", n));
+}
+
 static srv_api api_of(const char *url)
 {
-    if (!strcmp(url, "/v1/messages")) return SRV_API_ANTHROPIC;
+    if (!strcmp(url, "/v1/messages") || !strcmp(url, "/v1/messages/count_tokens")) return SRV_API_ANTHROPIC;
     if (!strcmp(url, "/v1/completions")) return SRV_API_TEXT;
     return SRV_API_CHAT;
 }
@@ -160,6 +181,7 @@ static srv_endpoint endpoint_of(const char *url)
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) return SRV_EP_CHAT;
     if (!strcmp(url, "/v1/completions")) return SRV_EP_TEXT;
     if (!strcmp(url, "/v1/messages")) return SRV_EP_MESSAGES;
+    if (!strcmp(url, "/v1/messages/count_tokens")) return SRV_EP_COUNT_TOKENS;
     if (!strncmp(url, "/v1/models", 10)) return SRV_EP_MODELS;
     if (!strcmp(url, "/health")) return SRV_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return SRV_EP_METRICS;
@@ -179,6 +201,7 @@ static void dispatch(srv_ctx *c, const srv_http_request *r, srv_http_reply *out)
         return;
     }
     if (post && (ep == SRV_EP_CHAT || ep == SRV_EP_TEXT || ep == SRV_EP_MESSAGES)) { generate(c, api_of(u), r, out); return; }
+    if (post && ep == SRV_EP_COUNT_TOKENS) { count_tokens(c, r, out); return; }
     if (get && ep == SRV_EP_HEALTH) { reply_text(out, 200, "{\"status\": \"ok\"}", "application/json"); return; }
     if (get && ep == SRV_EP_METRICS) { metrics(c, out); return; }
     if (get && !strcmp(u, "/v1/models")) { models(c, NULL, out); return; }
