@@ -1,10 +1,11 @@
 /* Anthropic Messages API: request translation onto the chat fields and the
- * Messages response / event-stream shapes (see request.h, reply.h). */
+ * Messages response / event-stream shapes (see anthropic.h). */
+#include "server/anthropic.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/reply.h"
-#include "server/request.h"
+#include "server/json_out.h"
 
 static tern_status bad(const char *msg) { return tern_error(TERN_E_INVALID, "%s", msg); }
 

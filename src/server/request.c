@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/anthropic.h"
+
 /* Bounds on what a client may send, whatever the body cap. */
 #define MAX_STOP_SEQS    64
 #define MAX_STOP_BYTES   1024   /* per stop string: the matcher's hold-back work grows with it */

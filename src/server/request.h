@@ -59,9 +59,4 @@ tern_status srv_request_parse(srv_api api, const char *body, size_t len,
 tern_status srv_request_parse_count(const char *body, size_t len, const srv_defaults *d, srv_request *out);
 void srv_request_free(srv_request *r);
 
-/* Anthropic Messages body (borrowed) -> an owned chat-shaped body.
- * need_max_tokens: refuse a body without max_tokens (Messages requires it,
- * count_tokens does not). */
-tern_status srv_anthropic_translate(const json_t *body, int need_max_tokens, json_t **out);
-
 #endif
