@@ -120,5 +120,11 @@ int cli_text_dir(const char *spec, char *out, size_t cap)
         snprintf(out, cap, "%s", spec);
         return 0;
     }
-    return tern_model_dir_resolve(spec, out, cap) == TERN_OK ? 0 : -1;
+    char org[128], name[128], rev[128];
+    int dir = stat(spec, &st) == 0 && S_ISDIR(st.st_mode);
+    if (dir || (spec[0] != '/' && spec[0] != '.' && tern_model_repo_id_parse(spec, org, name, rev, sizeof org)))
+        return tern_model_dir_resolve(spec, out, cap) == TERN_OK ? 0 : -1;
+    /* Anything else is read as given, so the loader names the file it missed. */
+    snprintf(out, cap, "%s", spec);
+    return 0;
 }
