@@ -2,6 +2,8 @@
 # libtern.a except src/cli (the tern binary); every tests/unit/test_*.c is one test
 # program. Files named *_avx2.c / *_avx512.c are compiled for that ISA only and are
 # reached through run-time CPU dispatch, so the binary runs on any x86-64.
+# Static files the server sends (src/server/web/*.html) are turned into C
+# arrays by scripts/embed.sh and linked into libtern.a.
 #
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
@@ -35,10 +37,12 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(B)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
+WEB_SRC  := $(sort $(wildcard src/server/web/*.html))
+WEB_OBJ  := $(WEB_SRC:src/server/web/%.html=$(B)/obj/gen/web_%.o)
 
 all: $(B)/tern $(TEST_BIN)
 
-$(B)/libtern.a: $(LIB_OBJ)
+$(B)/libtern.a: $(LIB_OBJ) $(WEB_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR  $@"
 	@rm -f $@ && ar rcs $@ $^
@@ -66,6 +70,16 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
+
+$(B)/gen/web_%.c: src/server/web/%.html scripts/embed.sh
+	@mkdir -p $(dir $@)
+	@echo "  GEN $@"
+	@sh scripts/embed.sh srv_web_$(subst -,_,$*)_html $< > $@.tmp && mv $@.tmp $@
+
+$(B)/obj/gen/web_%.o: $(B)/gen/web_%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC  $@"
+	@$(CC) $(CFLAGS_BASE) -c -o $@ $<
 
 test: all
 	@scripts/run_unit_tests.sh $(B)

@@ -34,9 +34,13 @@ typedef struct {
     tern_weights_mode weights;
 } tern_model_opts;
 
-/* path: a model directory (config.json + safetensors) or a Hugging Face cache
- * directory (models--org--name, resolved through refs/main or the single
- * snapshot). opts may be NULL. *out receives an owned model. */
+/* path (borrowed): a model directory (config.json + safetensors), a Hugging
+ * Face cache directory (models--org--name, resolved through refs/main or the
+ * single snapshot), or a repo id ORG/NAME[@REVISION] looked up in the Hugging
+ * Face hub cache (HF_HUB_CACHE, else HF_HOME/hub, else
+ * ~/.cache/huggingface/hub; REVISION is a ref under refs/ or a snapshot's
+ * commit hash, refs/main without it). Nothing is downloaded. opts may be NULL.
+ * *out receives an owned model. */
 tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_model **out);
 void tern_model_free(tern_model *m);
 

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "io/model_dir.h"
 
 int cli_parse_ids(const char *s, int32_t **ids, int *n)
 {
@@ -128,5 +131,23 @@ int cli_bytes(const char *opt, const char *v, size_t *out)
         return -1;
     }
     *out = (size_t)(x * mul);
+    return 0;
+}
+
+int cli_text_dir(const char *spec, char *out, size_t cap)
+{
+    struct stat st;
+    char snaps[4096];
+    snprintf(snaps, sizeof snaps, "%s/snapshots", spec);
+    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode) && stat(snaps, &st) != 0) {
+        snprintf(out, cap, "%s", spec);
+        return 0;
+    }
+    char org[128], name[128], rev[128];
+    int dir = stat(spec, &st) == 0 && S_ISDIR(st.st_mode);
+    if (dir || (spec[0] != '/' && spec[0] != '.' && tern_model_repo_id_parse(spec, org, name, rev, sizeof org)))
+        return tern_model_dir_resolve(spec, out, cap) == TERN_OK ? 0 : -1;
+    /* Anything else is read as given, so the loader names the file it missed. */
+    snprintf(out, cap, "%s", spec);
     return 0;
 }

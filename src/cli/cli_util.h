@@ -2,6 +2,7 @@
 #ifndef TERN_CLI_UTIL_H
 #define TERN_CLI_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tern/model.h"
@@ -21,5 +22,11 @@ int cli_precision(const char *opt, const char *v, tern_precision *out);
 int cli_weights(const char *opt, const char *v, tern_weights_mode *out);
 /* Returns argv[i+1] or prints "option needs a value" and returns NULL. */
 const char *cli_value(int argc, char **argv, int i);
+/* The directory holding a model's tokenizer / template files: spec (borrowed)
+ * as given when it is a directory without snapshots/, else resolved as
+ * tern_model_load resolves it (a cache entry or ORG/NAME[@REVISION] in the
+ * Hugging Face cache). Writes out (size cap); 0, or -1 with the message in
+ * tern_last_error(). */
+int cli_text_dir(const char *spec, char *out, size_t cap);
 
 #endif

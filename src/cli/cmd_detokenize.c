@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli_util.h"
 #include "tern/tokenizer.h"
 
 static void usage(FILE *f)
@@ -144,7 +145,8 @@ int tern_cmd_detokenize(int argc, char **argv)
         return 2;
     }
     tern_tokenizer *t;
-    if (tern_tokenizer_load(model, &t)) {
+    char dir[4096];
+    if (cli_text_dir(model, dir, sizeof dir) || tern_tokenizer_load(dir, &t)) {
         fprintf(stderr, "tern detokenize: %s\n", tern_last_error());
         free(ids);
         return 1;

@@ -18,7 +18,7 @@
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: tern serve --model DIR [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]\n"
+            "usage: tern serve --model DIR|ORG/NAME[@REV] [--host 127.0.0.1] [--port 8080] [--temp 0.0] [--top-p 1.0]\n"
             "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
             "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/readall.h"
+#include "cli/cli_util.h"
 #include "tern/chat_template.h"
 
 static void usage(FILE *f)
@@ -68,7 +69,8 @@ int tern_cmd_template(int argc, char **argv)
     }
     tern_chat_template *t = NULL;
     char *out = NULL;
-    tern_status st = tern_chat_template_load(model, &t);
+    char dir[4096];
+    tern_status st = cli_text_dir(model, dir, sizeof dir) ? TERN_E_IO : tern_chat_template_load(dir, &t);
     if (st == TERN_OK)
         st = tern_chat_template_render(t, msg_text, tools_text, add_generation_prompt, kwargs, &out);
     if (st != TERN_OK)

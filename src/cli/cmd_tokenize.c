@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "cli/cli_util.h"
 #include "tern/tokenizer.h"
 
 static void usage(FILE *f)
@@ -95,7 +96,8 @@ int tern_cmd_tokenize(int argc, char **argv)
     if (!model || (!text && !jsonl) || (text && jsonl)) { usage(stderr); return 2; }
     tern_tokenizer *t;
     double t0 = tern_now();
-    if (tern_tokenizer_load(model, &t)) {
+    char dir[4096];
+    if (cli_text_dir(model, dir, sizeof dir) || tern_tokenizer_load(dir, &t)) {
         fprintf(stderr, "tern tokenize: %s\n", tern_last_error());
         return 1;
     }

@@ -14,6 +14,7 @@ int tern_cmd_bench(int argc, char **argv);
 int tern_cmd_inspect(int argc, char **argv);
 int tern_cmd_serve(int argc, char **argv);
 int tern_cmd_template(int argc, char **argv);
+int tern_cmd_chat(int argc, char **argv);
 
 const tern_cli_command tern_cli_commands[] = {
     {"version", tern_cmd_version, "print the version"},
@@ -23,6 +24,7 @@ const tern_cli_command tern_cli_commands[] = {
     {"generate", tern_cmd_generate, "generate text from a prompt"},
     {"bench", tern_cmd_bench, "measure prefill and decode speed"},
     {"inspect", tern_cmd_inspect, "describe a model directory"},
+    {"chat", tern_cmd_chat, "chat with a model in the terminal"},
     {"serve", tern_cmd_serve, "serve the OpenAI and Anthropic HTTP APIs"},
     {"template", tern_cmd_template, "render a chat template for a conversation"},
     {NULL, NULL, NULL},

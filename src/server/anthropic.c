@@ -1,10 +1,11 @@
 /* Anthropic Messages API: request translation onto the chat fields and the
- * Messages response / event-stream shapes (see request.h, reply.h). */
+ * Messages response / event-stream shapes (see anthropic.h). */
+#include "server/anthropic.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/reply.h"
-#include "server/request.h"
+#include "server/json_out.h"
 
 static tern_status bad(const char *msg) { return tern_error(TERN_E_INVALID, "%s", msg); }
 
@@ -110,14 +111,14 @@ static tern_status translate_tools(const json_t *tools, json_t *chat)
     return TERN_OK;
 }
 
-tern_status srv_anthropic_translate(const json_t *b, json_t **out)
+tern_status srv_anthropic_translate(const json_t *b, int need_max_tokens, json_t **out)
 {
     *out = NULL;
     const json_t *msgs = json_object_get(b, "messages");
     if (!json_is_array(msgs)) return bad("messages: field required");
     if (!json_array_size(msgs)) return bad("messages: at least one message is required");
     const json_t *mt = json_object_get(b, "max_tokens");
-    if (!mt) return bad("max_tokens: field required");
+    if (!mt && need_max_tokens) return bad("max_tokens: field required");
     json_t *chat = json_object();
     json_t *cm = json_array();
     json_object_set_new(chat, "messages", cm);

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 static const char *const EP_NAMES[SRV_EP_COUNT] = {
-    "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models", "/health", "/metrics", "other",
+    "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/models",
+    "/health", "/metrics", "/", "other",
 };
 
 /* Status classes kept per endpoint. */

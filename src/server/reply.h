@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "server/buf.h"
+#include "server/json_out.h"
 #include "server/request.h"
 
 typedef struct {
@@ -54,16 +55,5 @@ int srv_reply_finish(srv_reply *r, const srv_reply_end *e, srv_buf *out);
 char *srv_error_body(srv_api api, int http_status, const char *message);
 /* An error inside an already started stream. */
 int srv_reply_stream_error(srv_reply *r, const char *message, srv_buf *out);
-
-/* Serializes j (borrowed) as mlx_lm.server does (", " and ": ", ASCII-only). */
-int srv_json_append(srv_buf *out, const json_t *j);
-/* Appends s[0,n) (UTF-8) as a JSON string literal with quotes, escaped exactly
- * as srv_json_append escapes strings. */
-int srv_json_append_string(srv_buf *out, const char *s, size_t n);
-
-/* Anthropic shaping, used by srv_reply_* (anthropic.c). */
-int srv_anth_begin(srv_reply *r, int prompt_tokens, srv_buf *out);
-int srv_anth_delta(srv_reply *r, const char *content, const char *reasoning, srv_buf *out);
-int srv_anth_finish(srv_reply *r, const srv_reply_end *e, srv_buf *out);
 
 #endif

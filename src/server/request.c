@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/anthropic.h"
+
 /* Bounds on what a client may send, whatever the body cap. */
 #define MAX_STOP_SEQS    64
 #define MAX_STOP_BYTES   1024   /* per stop string: the matcher's hold-back work grows with it */
@@ -318,8 +320,8 @@ static tern_status parse_body(srv_api api, const json_t *b, const srv_defaults *
     return st;
 }
 
-tern_status srv_request_parse(srv_api api, const char *body, size_t len,
-                              const srv_defaults *d, srv_request *out)
+static tern_status parse_request(srv_api api, const char *body, size_t len, const srv_defaults *d,
+                                 int count_only, srv_request *out)
 {
     memset(out, 0, sizeof *out);
     out->api = api;
@@ -334,7 +336,7 @@ tern_status srv_request_parse(srv_api api, const char *body, size_t len,
     }
     if (api == SRV_API_ANTHROPIC) {
         json_t *chat = NULL;
-        tern_status st = srv_anthropic_translate(b, &chat);
+        tern_status st = srv_anthropic_translate(b, !count_only, &chat);
         json_decref(b);
         if (st != TERN_OK) return st;
         b = chat;
@@ -347,4 +349,15 @@ tern_status srv_request_parse(srv_api api, const char *body, size_t len,
         out->api = api;
     }
     return st;
+}
+
+tern_status srv_request_parse(srv_api api, const char *body, size_t len,
+                              const srv_defaults *d, srv_request *out)
+{
+    return parse_request(api, body, len, d, 0, out);
+}
+
+tern_status srv_request_parse_count(const char *body, size_t len, const srv_defaults *d, srv_request *out)
+{
+    return parse_request(SRV_API_ANTHROPIC, body, len, d, 1, out);
 }

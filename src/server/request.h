@@ -57,9 +57,9 @@ typedef struct {
  * with the client-facing message in tern_last_error() and leaves *out empty. */
 tern_status srv_request_parse(srv_api api, const char *body, size_t len,
                               const srv_defaults *d, srv_request *out);
+/* An Anthropic /v1/messages/count_tokens body: validated as a Messages body
+ * except that max_tokens is optional (the server default applies). */
+tern_status srv_request_parse_count(const char *body, size_t len, const srv_defaults *d, srv_request *out);
 void srv_request_free(srv_request *r);
-
-/* Anthropic Messages body (borrowed) -> an owned chat-shaped body. */
-tern_status srv_anthropic_translate(const json_t *body, json_t **out);
 
 #endif

@@ -11,6 +11,7 @@
 #include "server/job.h"
 #include "server/prompt.h"
 #include "server/reply.h"
+#include "server/web.h"
 
 static void log_line(const srv_ctx *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void log_line(const srv_ctx *c, int level, const char *fmt, ...)
@@ -53,6 +54,16 @@ static void reply_json(srv_http_reply *out, json_t *j /* stolen */)
     out->len = b.len;
     out->body = srv_buf_take(&b);
     out->content_type = "application/json";
+}
+
+static void page(const unsigned char *bytes, size_t len, srv_http_reply *out)
+{
+    out->body = malloc(len + 1);
+    if (!out->body) { out->status = 0; return; }
+    memcpy(out->body, bytes, len + 1);
+    out->status = 200;
+    out->len = len;
+    out->content_type = "text/html; charset=utf-8";
 }
 
 static void models(srv_ctx *c, const char *filter, srv_http_reply *out)
@@ -153,9 +164,30 @@ static void generate(srv_ctx *c, srv_api api, const srv_http_request *hr, srv_ht
     wait_reply(c, ch, hr->conn, out);
 }
 
+/* Anthropic's token counting: the prompt /v1/messages would run, counted. */
+static void count_tokens(srv_ctx *c, const srv_http_request *hr, srv_http_reply *out)
+{
+    srv_request req;
+    tern_status st = srv_request_parse_count(hr->body, hr->len, &c->defaults, &req);
+    if (st != TERN_OK) {
+        reply_error(out, SRV_API_ANTHROPIC, st == TERN_E_NOMEM ? 500 : 400, tern_last_error());
+        return;
+    }
+    int32_t *ids = NULL;
+    int n = 0, think_inside = 0;
+    st = srv_prompt_build(c, &req, &ids, &n, &think_inside);
+    srv_request_free(&req);
+    free(ids);
+    if (st != TERN_OK) {
+        reply_error(out, SRV_API_ANTHROPIC, st == TERN_E_INVALID ? 400 : 500, tern_last_error());
+        return;
+    }
+    reply_json(out, json_pack("{s:i}", "input_tokens", n));
+}
+
 static srv_api api_of(const char *url)
 {
-    if (!strcmp(url, "/v1/messages")) return SRV_API_ANTHROPIC;
+    if (!strcmp(url, "/v1/messages") || !strcmp(url, "/v1/messages/count_tokens")) return SRV_API_ANTHROPIC;
     if (!strcmp(url, "/v1/completions")) return SRV_API_TEXT;
     return SRV_API_CHAT;
 }
@@ -165,8 +197,10 @@ static srv_endpoint endpoint_of(const char *url)
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) return SRV_EP_CHAT;
     if (!strcmp(url, "/v1/completions")) return SRV_EP_TEXT;
     if (!strcmp(url, "/v1/messages")) return SRV_EP_MESSAGES;
+    if (!strcmp(url, "/v1/messages/count_tokens")) return SRV_EP_COUNT_TOKENS;
     if (!strncmp(url, "/v1/models", 10)) return SRV_EP_MODELS;
     if (!strcmp(url, "/health")) return SRV_EP_HEALTH;
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) return SRV_EP_PAGE;
     if (!strcmp(url, "/metrics")) return SRV_EP_METRICS;
     return SRV_EP_OTHER;
 }
@@ -184,6 +218,8 @@ static void dispatch(srv_ctx *c, const srv_http_request *r, srv_http_reply *out)
         return;
     }
     if (post && (ep == SRV_EP_CHAT || ep == SRV_EP_TEXT || ep == SRV_EP_MESSAGES)) { generate(c, api_of(u), r, out); return; }
+    if (post && ep == SRV_EP_COUNT_TOKENS) { count_tokens(c, r, out); return; }
+    if (get && ep == SRV_EP_PAGE) { page(srv_web_chat_html, srv_web_chat_html_len, out); return; }
     if (get && ep == SRV_EP_HEALTH) { reply_text(out, 200, "{\"status\": \"ok\"}", "application/json"); return; }
     if (get && ep == SRV_EP_METRICS) { metrics(c, out); return; }
     if (get && !strcmp(u, "/v1/models")) { models(c, NULL, out); return; }

@@ -72,3 +72,61 @@ def test_errors(client, server):  # noqa: F811
     status, body = server.post("/v1/messages", {"max_tokens": 4, "messages": [
         {"role": "user", "content": [{"type": "image", "source": {}}]}]})
     assert status == 400 and "image" in body["error"]["message"]
+
+
+TOOLS = [{"name": "get_weather", "description": "Weather for a city",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+HISTORY = [{"role": "user", "content": "Weather in Paris?"},
+           {"role": "assistant", "content": [{"type": "text", "text": "Let me look."},
+                                             {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                              "input": {"city": "Paris"}}]},
+           {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}]
+
+
+@pytest.mark.parametrize("kw", [
+    {"messages": MSGS},
+    {"messages": MSGS, "system": "You write Python."},
+    {"messages": MSGS, "system": [{"type": "text", "text": "You "}, {"type": "text", "text": "write."}]},
+    {"messages": HISTORY, "tools": TOOLS},
+    {"messages": MSGS + [{"role": "assistant", "content": "def add(a, b):"}]},
+    {"messages": MSGS, "thinking": {"type": "disabled"}},
+], ids=["plain", "system", "system-blocks", "tools-history", "prefill", "thinking"])
+def test_count_tokens_is_the_prompt_messages_would_run(client, kw):
+    """The official client's messages.count_tokens equals the input_tokens that
+    messages.create reports for the same body."""
+    n = client.messages.count_tokens(model="d", **kw)
+    m = client.messages.create(model="d", max_tokens=1, **kw)
+    assert n.input_tokens == m.usage.input_tokens > 0
+
+
+def test_count_tokens_against_transformers(client):
+    """Independent count: the chat template applied by transformers."""
+    transformers = pytest.importorskip("transformers")
+    from server_harness import MODEL
+    tok = transformers.AutoTokenizer.from_pretrained(str(MODEL))
+    msgs = [{"role": "system", "content": "You write Python."}] + MSGS
+    text = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    want = len(tok(text, add_special_tokens=False)["input_ids"])
+    got = client.messages.count_tokens(model="d", messages=MSGS, system="You write Python.").input_tokens
+    assert got == want
+
+
+def test_count_tokens_validates_like_messages(client, server):  # noqa: F811
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.count_tokens(model="d", messages=[])
+    assert e.value.body["type"] == "error" and e.value.body["error"]["type"] == "invalid_request_error"
+    assert "at least one message" in e.value.body["error"]["message"]
+    for body, text in [(b"{not json", "Invalid JSON"), (b"[1]", "JSON dictionary"),
+                       ({"messages": [{"role": "robot", "content": "x"}]}, "role"),
+                       ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "image"),
+                       ({"messages": MSGS, "tools": "x"}, "tools must be a list"),
+                       ({"messages": MSGS, "temperature": -1}, "temperature")]:
+        status, got = server.post("/v1/messages/count_tokens", body)
+        assert status == 400 and got["type"] == "error" and text in got["error"]["message"], (body, got)
+    # max_tokens is optional here; when given it is still checked.
+    status, got = server.post("/v1/messages/count_tokens", {"messages": MSGS})
+    assert status == 200 and set(got) == {"input_tokens"}
+    status, got = server.post("/v1/messages/count_tokens", {"messages": MSGS, "max_tokens": 0})
+    assert status == 400
+    status, _ = server.get("/v1/messages/count_tokens")
+    assert status == 404

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "server/pipe.h"
-#include "server/stop.h"
-#include "server/think.h"
-#include "server/toolcall.h"
+#include "text/stop.h"
+#include "text/think.h"
+#include "text/toolcall.h"
 
 static unsigned long long rng = 88172645463325252ULL;
 static unsigned rnd(unsigned n) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (unsigned)(rng % n); }
@@ -16,8 +16,8 @@ static unsigned rnd(unsigned n) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng 
 /* Feeds text to a fresh matcher in random pieces; returns emitted text (owned) and *hit. */
 static char *stop_run(const char *const *seqs, int n, const char *text, int *hit, int *streamed_stop_bytes)
 {
-    srv_stop *s;
-    CHECK(srv_stop_create(seqs, n, &s) == TERN_OK);
+    tern_stop *s;
+    CHECK(tern_stop_create(seqs, n, &s) == TERN_OK);
     srv_buf out;
     srv_buf_init(&out);
     size_t len = strlen(text), i = 0;
@@ -25,14 +25,14 @@ static char *stop_run(const char *const *seqs, int n, const char *text, int *hit
     while (i < len && !*hit) {
         size_t k = 1 + rnd(4);
         if (k > len - i) k = len - i;
-        *hit = srv_stop_push(s, text + i, k, &out);
+        *hit = tern_stop_push(s, text + i, k, &out);
         i += k;
     }
-    if (!*hit) srv_stop_flush(s, &out);
+    if (!*hit) tern_stop_flush(s, &out);
     *streamed_stop_bytes = 0;
     for (int j = 0; j < n; j++)
         if (seqs[j][0] && strstr(srv_buf_str(&out), seqs[j])) *streamed_stop_bytes = 1;
-    srv_stop_free(s);
+    tern_stop_free(s);
     return srv_buf_take(&out);
 }
 
@@ -59,30 +59,30 @@ static void test_stop(void)
     CHECK(hit && !strcmp(o, "ab"));
     free(o);
     /* Held-back text never leaks before the decision. */
-    srv_stop *s;
+    tern_stop *s;
     const char *one[] = {"STOP"};
-    CHECK(srv_stop_create(one, 1, &s) == TERN_OK);
+    CHECK(tern_stop_create(one, 1, &s) == TERN_OK);
     srv_buf b;
     srv_buf_init(&b);
-    CHECK(srv_stop_push(s, "abcST", 5, &b) == 0 && !strcmp(srv_buf_str(&b), "abc"));
-    CHECK(srv_stop_push(s, "O", 1, &b) == 0 && !strcmp(srv_buf_str(&b), "abc"));
-    CHECK(srv_stop_push(s, "x", 1, &b) == 0 && !strcmp(srv_buf_str(&b), "abcSTOx"));
-    CHECK(srv_stop_push(s, "STOP!", 5, &b) == 1 && !strcmp(srv_buf_str(&b), "abcSTOx"));
-    CHECK(srv_stop_push(s, "more", 4, &b) == 1 && srv_stop_matched(s));
-    srv_stop_free(s);
+    CHECK(tern_stop_push(s, "abcST", 5, &b) == 0 && !strcmp(srv_buf_str(&b), "abc"));
+    CHECK(tern_stop_push(s, "O", 1, &b) == 0 && !strcmp(srv_buf_str(&b), "abc"));
+    CHECK(tern_stop_push(s, "x", 1, &b) == 0 && !strcmp(srv_buf_str(&b), "abcSTOx"));
+    CHECK(tern_stop_push(s, "STOP!", 5, &b) == 1 && !strcmp(srv_buf_str(&b), "abcSTOx"));
+    CHECK(tern_stop_push(s, "more", 4, &b) == 1 && tern_stop_matched(s));
+    tern_stop_free(s);
     srv_buf_free(&b);
     /* No sequences: pass-through. */
-    CHECK(srv_stop_create(NULL, 0, &s) == TERN_OK);
+    CHECK(tern_stop_create(NULL, 0, &s) == TERN_OK);
     srv_buf_init(&b);
-    CHECK(srv_stop_push(s, "x", 1, &b) == 0 && !strcmp(srv_buf_str(&b), "x"));
-    srv_stop_free(s);
+    CHECK(tern_stop_push(s, "x", 1, &b) == 0 && !strcmp(srv_buf_str(&b), "x"));
+    tern_stop_free(s);
     srv_buf_free(&b);
 }
 
 static void think_run(const char *text, int inside, char **content, char **reasoning)
 {
-    srv_think t;
-    srv_think_init(&t, inside);
+    tern_think t;
+    tern_think_init(&t, inside);
     srv_buf c, r;
     srv_buf_init(&c);
     srv_buf_init(&r);
@@ -91,13 +91,13 @@ static void think_run(const char *text, int inside, char **content, char **reaso
         size_t k = 1 + rnd(5);
         if (k > len - i) k = len - i;
         size_t before = r.len;
-        srv_think_push(&t, text + i, k, &c, &r);
+        tern_think_push(&t, text + i, k, &c, &r);
         /* A tag never leaks, whole or partial, into either side. */
         CHECK(!strstr(srv_buf_str(&c), "<th") && !strstr(srv_buf_str(&r) + (before > 8 ? before - 8 : 0), "</th"));
         i += k;
     }
-    srv_think_flush(&t, &c, &r);
-    srv_think_free(&t);
+    tern_think_flush(&t, &c, &r);
+    tern_think_free(&t);
     *content = srv_buf_take(&c);
     *reasoning = srv_buf_take(&r);
 }
@@ -126,7 +126,7 @@ static void test_tool_parse(void)
 {
     json_t *tools = json_loads(TOOLS_JSON, 0, NULL);
     const char *hermes = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
-    json_t *calls = srv_tools_parse(hermes, strlen(hermes), tools);
+    json_t *calls = tern_tools_parse(hermes, strlen(hermes), tools);
     CHECK(calls && json_array_size(calls) == 1);
     json_t *fn = json_object_get(json_array_get(calls, 0), "function");
     CHECK(!strcmp(json_string_value(json_object_get(fn, "name")), "get_weather"));
@@ -136,7 +136,7 @@ static void test_tool_parse(void)
 
     const char *coder = "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Francisco\n</parameter>\n"
                         "<parameter=days>\n3\n</parameter>\n<parameter=metric>\ntrue\n</parameter>\n</function>\n</tool_call>";
-    calls = srv_tools_parse(coder, strlen(coder), tools);
+    calls = tern_tools_parse(coder, strlen(coder), tools);
     CHECK(calls && json_array_size(calls) == 1);
     fn = json_object_get(json_array_get(calls, 0), "function");
     json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
@@ -147,7 +147,7 @@ static void test_tool_parse(void)
 
     /* Two calls, bare <function=> form, unknown parameter kept as a string. */
     const char *two = "<function=a><parameter=x>1</parameter></function>\n<function=b></function>";
-    calls = srv_tools_parse(two, strlen(two), tools);
+    calls = tern_tools_parse(two, strlen(two), tools);
     CHECK(calls && json_array_size(calls) == 2);
     fn = json_object_get(json_array_get(calls, 0), "function");
     CHECK(!strcmp(json_string_value(json_object_get(fn, "arguments")), "{\"x\": \"1\"}"));
@@ -155,7 +155,7 @@ static void test_tool_parse(void)
 
     const char *bad[] = {"<tool_call>not json</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
                          "<function=>x</function>", "<tool_call>{\"name\": \"f\"}</tool_call> trailing", ""};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(srv_tools_parse(bad[i], strlen(bad[i]), tools) == NULL);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(tern_tools_parse(bad[i], strlen(bad[i]), tools) == NULL);
     json_decref(tools);
 }
 

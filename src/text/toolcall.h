@@ -11,38 +11,38 @@
  *                    (the <tool_call> wrapper optional). Parameter values are typed
  *                    from the request's JSON schema: strings stay strings, other
  *                    declared types are read as JSON when they parse. */
-#ifndef TERN_SERVER_TOOLCALL_H
-#define TERN_SERVER_TOOLCALL_H
+#ifndef TERN_TEXT_TOOLCALL_H
+#define TERN_TEXT_TOOLCALL_H
 
 #include <jansson.h>
 #include <stddef.h>
 
-#include "server/buf.h"
+#include "core/buf.h"
 
 typedef struct {
     int     capturing;  /* 1 once a marker was seen */
-    srv_buf pending;    /* owned: held-back tail that may start a marker */
-    srv_buf markup;     /* owned: withheld tool-call text */
-} srv_tools;
+    tern_buf pending;    /* owned: held-back tail that may start a marker */
+    tern_buf markup;     /* owned: withheld tool-call text */
+} tern_tools;
 
-void srv_tools_init(srv_tools *t);
-void srv_tools_free(srv_tools *t);
+void tern_tools_init(tern_tools *t);
+void tern_tools_free(tern_tools *t);
 /* A prefilled assistant turn (borrowed) that stops inside tool-call markup
  * means the reply continues that call: capture starts with the open markup so
  * that it is parsed together with what the model adds. */
-int srv_tools_seed(srv_tools *t, const char *prefill);
+int tern_tools_seed(tern_tools *t, const char *prefill);
 /* Appends the releasable content of a delta to content. 0, or -1 on OOM. */
-int srv_tools_push(srv_tools *t, const char *text, size_t len, srv_buf *content);
+int tern_tools_push(tern_tools *t, const char *text, size_t len, tern_buf *content);
 /* End of generation. tools (borrowed, may be NULL) gives parameter schemas.
  * On success *calls is an owned JSON array of
  * {"id", "type": "function", "function": {"name", "arguments": "<json>"}};
  * when nothing parses *calls is NULL and the withheld text goes to content. */
-int srv_tools_finish(srv_tools *t, const json_t *tools, srv_buf *content, json_t **calls);
+int tern_tools_finish(tern_tools *t, const json_t *tools, tern_buf *content, json_t **calls);
 
 /* Parses withheld markup (borrowed). Returns an owned array or NULL. */
-json_t *srv_tools_parse(const char *markup, size_t len, const json_t *tools);
+json_t *tern_tools_parse(const char *markup, size_t len, const json_t *tools);
 
 /* Writes "<prefix><n hex digits>" (random) into out (size >= strlen(prefix)+n+1). */
-void srv_random_id(char *out, const char *prefix, int n_hex);
+void tern_random_id(char *out, const char *prefix, int n_hex);
 
 #endif

@@ -1,5 +1,5 @@
 /* Tool-call router and parsers (see toolcall.h). */
-#include "server/toolcall.h"
+#include "text/toolcall.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "server/think.h"
+#include "text/think.h"
 
 static const char TOOL_OPEN[] = "<tool_call>";
 static const char TOOL_CLOSE[] = "</tool_call>";
@@ -16,17 +16,17 @@ static const char FUNC_CLOSE[] = "</function>";
 static const char PARAM_OPEN[] = "<parameter=";
 static const char PARAM_CLOSE[] = "</parameter>";
 
-void srv_tools_init(srv_tools *t)
+void tern_tools_init(tern_tools *t)
 {
     t->capturing = 0;
-    srv_buf_init(&t->pending);
-    srv_buf_init(&t->markup);
+    tern_buf_init(&t->pending);
+    tern_buf_init(&t->markup);
 }
 
-void srv_tools_free(srv_tools *t)
+void tern_tools_free(tern_tools *t)
 {
-    srv_buf_free(&t->pending);
-    srv_buf_free(&t->markup);
+    tern_buf_free(&t->pending);
+    tern_buf_free(&t->markup);
 }
 
 static const char *last_of(const char *s, const char *lit)
@@ -36,7 +36,7 @@ static const char *last_of(const char *s, const char *lit)
     return last;
 }
 
-int srv_tools_seed(srv_tools *t, const char *prefill)
+int tern_tools_seed(tern_tools *t, const char *prefill)
 {
     if (!prefill) return 0;
     const char *open = last_of(prefill, TOOL_OPEN);
@@ -44,45 +44,45 @@ int srv_tools_seed(srv_tools *t, const char *prefill)
     if (!open) { open = last_of(prefill, FUNC_OPEN); close = FUNC_CLOSE; }
     if (!open || strstr(open, close)) return 0;
     t->capturing = 1;
-    return srv_buf_puts(&t->markup, open);
+    return tern_buf_puts(&t->markup, open);
 }
 
-int srv_tools_push(srv_tools *t, const char *text, size_t len, srv_buf *content)
+int tern_tools_push(tern_tools *t, const char *text, size_t len, tern_buf *content)
 {
-    if (t->capturing) return srv_buf_append(&t->markup, text, len);
-    if (srv_buf_append(&t->pending, text, len)) return -1;
-    const char *p = srv_buf_str(&t->pending);
+    if (t->capturing) return tern_buf_append(&t->markup, text, len);
+    if (tern_buf_append(&t->pending, text, len)) return -1;
+    const char *p = tern_buf_str(&t->pending);
     size_t n = t->pending.len;
     const char *a = memmem(p, n, TOOL_OPEN, sizeof TOOL_OPEN - 1);
     const char *b = memmem(p, n, FUNC_OPEN, sizeof FUNC_OPEN - 1);
     const char *hit = a && (!b || a < b) ? a : b;
     if (hit) {
-        if (srv_buf_append(content, p, (size_t)(hit - p))) return -1;
-        if (srv_buf_append(&t->markup, hit, n - (size_t)(hit - p))) return -1;
-        srv_buf_clear(&t->pending);
+        if (tern_buf_append(content, p, (size_t)(hit - p))) return -1;
+        if (tern_buf_append(&t->markup, hit, n - (size_t)(hit - p))) return -1;
+        tern_buf_clear(&t->pending);
         t->capturing = 1;
         return 0;
     }
-    size_t k1 = srv_partial_suffix(p, n, TOOL_OPEN), k2 = srv_partial_suffix(p, n, FUNC_OPEN);
+    size_t k1 = tern_partial_suffix(p, n, TOOL_OPEN), k2 = tern_partial_suffix(p, n, FUNC_OPEN);
     size_t keep = k1 > k2 ? k1 : k2;
-    if (srv_buf_append(content, p, n - keep)) return -1;
-    srv_buf_consume(&t->pending, n - keep);
+    if (tern_buf_append(content, p, n - keep)) return -1;
+    tern_buf_consume(&t->pending, n - keep);
     return 0;
 }
 
-int srv_tools_finish(srv_tools *t, const json_t *tools, srv_buf *content, json_t **calls)
+int tern_tools_finish(tern_tools *t, const json_t *tools, tern_buf *content, json_t **calls)
 {
     *calls = NULL;
-    if (srv_buf_append(content, srv_buf_str(&t->pending), t->pending.len)) return -1;
-    srv_buf_clear(&t->pending);
+    if (tern_buf_append(content, tern_buf_str(&t->pending), t->pending.len)) return -1;
+    tern_buf_clear(&t->pending);
     if (!t->capturing) return 0;
-    *calls = srv_tools_parse(srv_buf_str(&t->markup), t->markup.len, tools);
-    if (!*calls && srv_buf_append(content, srv_buf_str(&t->markup), t->markup.len)) return -1;
-    srv_buf_clear(&t->markup);
+    *calls = tern_tools_parse(tern_buf_str(&t->markup), t->markup.len, tools);
+    if (!*calls && tern_buf_append(content, tern_buf_str(&t->markup), t->markup.len)) return -1;
+    tern_buf_clear(&t->markup);
     return 0;
 }
 
-void srv_random_id(char *out, const char *prefix, int n_hex)
+void tern_random_id(char *out, const char *prefix, int n_hex)
 {
     unsigned char rnd[32];
     if (n_hex > 64) n_hex = 64;
@@ -163,7 +163,7 @@ static json_t *make_call(const char *name, size_t name_len, json_t *args /* stol
     json_decref(args);
     if (!a) return NULL;
     char id[32];
-    srv_random_id(id, "call_", 8);
+    tern_random_id(id, "call_", 8);
     json_t *fn = json_pack("{s:s%,s:s}", "name", name, name_len, "arguments", a);
     free(a);
     if (!fn) return NULL;
@@ -234,7 +234,7 @@ static int parse_json_call(span body, json_t *calls)
     return ok;
 }
 
-json_t *srv_tools_parse(const char *markup, size_t len, const json_t *tools)
+json_t *tern_tools_parse(const char *markup, size_t len, const json_t *tools)
 {
     json_t *calls = json_array();
     if (!calls) return NULL;
