@@ -91,3 +91,30 @@ clean:
 
 .PHONY: all test clean
 .SECONDARY:
+
+# Installing libtern for other programs: the static and shared library, the
+# public headers and a pkg-config file (tern.pc), plus the tern binary.
+#   make install PREFIX=/usr/local [DESTDIR=...]
+PREFIX  ?= /usr/local
+LIBDIR  := $(PREFIX)/lib
+INCDIR  := $(PREFIX)/include
+TERN_VERSION := 0.1.0
+
+$(B)/libtern.so: $(LIB_OBJ) $(WEB_OBJ)
+	@echo "  LD  $@"
+	@$(CC) $(LDSAN) -shared -pthread -Wl,-soname,libtern.so -o $@ $^ $(LIBS)
+
+$(B)/tern.pc:
+	@mkdir -p $(dir $@)
+	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: tern\nDescription: LLM inference engine and server\nVersion: %s\nLibs: -L$${libdir} -ltern\nLibs.private: %s\nCflags: -I$${includedir}\n' \
+	  "$(PREFIX)" "$(LIBDIR)" "$(INCDIR)" "$(TERN_VERSION)" "$(LIBS)" > $@
+
+install: $(B)/tern $(B)/libtern.a $(B)/libtern.so $(B)/tern.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/tern $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(B)/libtern.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(B)/libtern.so $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/tern/*.h $(DESTDIR)$(INCDIR)/tern/
+	install -m 644 $(B)/tern.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 755 $(B)/tern $(DESTDIR)$(PREFIX)/bin/
+
+.PHONY: install $(B)/tern.pc

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # tmux drives `tern chat` in its tests, chromium renders the web chat page,
 # clang (with libclang-rt for libFuzzer) builds the fuzz targets.
-pkgs="build-essential libjansson-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev tmux chromium clang libclang-rt-14-dev"
+pkgs="build-essential pkg-config libjansson-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev tmux chromium clang libclang-rt-14-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

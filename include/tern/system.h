@@ -1,10 +1,16 @@
-/* Facts about the machine tern runs on, for benchmarks and tools: a
+/* Small services for tools built on libtern: reading a stream whole, a
  * monotonic clock, the CPU kernel family in use, and a memory-bandwidth
  * probe (the ceiling that decode speed is compared with). */
 #ifndef TERN_SYSTEM_H
 #define TERN_SYSTEM_H
 
 #include <stddef.h>
+
+#include <stdio.h>
+
+/* Reads f (borrowed; not closed) to its end. Returns an owned NUL-terminated
+ * buffer (free()), or NULL on a read error or out of memory. */
+char *tern_read_all(FILE *f);
 
 /* Seconds on a monotonic clock. */
 double tern_now(void);

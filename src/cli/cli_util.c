@@ -2,13 +2,12 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
-#include "io/model_dir.h"
 
 int cli_parse_ids(const char *s, int32_t **ids, int *n)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
-#include "server/server.h"
+#include "tern/server.h"
 #include "tern/model.h"
 
 static void usage(void)

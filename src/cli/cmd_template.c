@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/readall.h"
 #include "cli/cli_util.h"
 #include "tern/chat_template.h"
+#include "tern/system.h"
 
 static void usage(FILE *f)
 {

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/clock.h"
 #include "cli/cli_util.h"
+#include "tern/system.h"
 #include "tern/tokenizer.h"
 
 static void usage(FILE *f)

@@ -1,5 +1,5 @@
 /* Server start-up and shutdown (see server.h). */
-#include "server/server.h"
+#include "tern/server.h"
 
 #include <limits.h>
 #include <signal.h>

@@ -1,8 +1,8 @@
 /* `tern serve`: an OpenAI / Anthropic compatible HTTP server, a drop-in for
  * mlx_lm.server. tern_server_run loads the model, listens, and returns after
  * SIGINT or SIGTERM once every connection is closed. */
-#ifndef TERN_SERVER_SERVER_H
-#define TERN_SERVER_SERVER_H
+#ifndef TERN_SERVER_H
+#define TERN_SERVER_H
 
 #include <stddef.h>
 
