@@ -273,42 +273,63 @@ void tern_kv_advance(tern_kv *kv, int row, int n)
 
 const int *tern_kv_table(const tern_kv *kv, int row) { return kv->rows[row].table; }
 
+/* Opens a round on every layer of row; undoes the layers already opened
+ * when one cannot. */
+static tern_status layers_begin(tern_kv *kv, int row)
+{
+    for (int l = 0; l < kv->shape.n_layers; l++) {
+        tern_status st = kv->layers[l]->vt->round_begin(kv->layers[l], row, kv->rows[row].len);
+        if (st) {
+            while (l-- > 0) kv->layers[l]->vt->round_rollback(kv->layers[l], row, 0);
+            return st;
+        }
+    }
+    return TERN_OK;
+}
+
+static void layers_end(tern_kv *kv, int row, int keep /* < 0: commit */)
+{
+    for (int l = 0; l < kv->shape.n_layers; l++) {
+        if (keep < 0) kv->layers[l]->vt->round_commit(kv->layers[l], row);
+        else kv->layers[l]->vt->round_rollback(kv->layers[l], row, keep);
+    }
+}
+
 tern_status tern_kv_round_begin(tern_kv *kv, int row)
 {
-    if (!tern_kv_row_valid(kv, row)) return tern_error(TERN_E_INVALID, "kv: row %d is not in use", row);
-    if (kv->rows[row].round_len >= 0) return tern_error(TERN_E_STATE, "kv: row %d is already in a round", row);
-    kv->rows[row].round_len = kv->rows[row].len;
-    return TERN_OK;
+    return tern_kv_round_begin_rows(kv, &row, 1);
 }
 
 tern_status tern_kv_round_commit(tern_kv *kv, int row)
 {
-    if (!tern_kv_row_valid(kv, row) || kv->rows[row].round_len < 0)
-        return tern_error(TERN_E_STATE, "kv: row %d has no open round", row);
-    kv->rows[row].round_len = -1;
-    return TERN_OK;
+    return tern_kv_round_end_rows(kv, &row, NULL, 1);
 }
 
 tern_status tern_kv_round_rollback(tern_kv *kv, int row, int keep)
 {
-    if (!tern_kv_row_valid(kv, row) || kv->rows[row].round_len < 0)
-        return tern_error(TERN_E_STATE, "kv: row %d has no open round", row);
-    kv_row *r = &kv->rows[row];
-    if (keep < 0 || keep > r->len - r->round_len)
-        return tern_error(TERN_E_RANGE, "kv: rollback keeps %d of %d round tokens", keep, r->len - r->round_len);
-    /* A length cut: the blocks past it stay attached (they are this row's
-     * alone) and are written again by the next tokens. */
-    r->len = r->round_len + keep;
-    r->round_len = -1;
-    return TERN_OK;
+    return tern_kv_round_end_rows(kv, &row, &keep, 1);
 }
 
 tern_status tern_kv_round_begin_rows(tern_kv *kv, const int *rows, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (!tern_kv_row_valid(kv, rows[i]) || kv->rows[rows[i]].round_len >= 0)
             return tern_error(TERN_E_STATE, "kv: row %d cannot begin a round", rows[i]);
-    for (int i = 0; i < n; i++) kv->rows[rows[i]].round_len = kv->rows[rows[i]].len;
+        for (int j = 0; j < i; j++)
+            if (rows[j] == rows[i]) return tern_error(TERN_E_INVALID, "kv: row %d appears twice", rows[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        tern_status st = layers_begin(kv, rows[i]);
+        if (st) {
+            /* All or nothing: the rows already opened are closed again. */
+            while (i-- > 0) {
+                layers_end(kv, rows[i], 0);
+                kv->rows[rows[i]].round_len = -1;
+            }
+            return st;
+        }
+        kv->rows[rows[i]].round_len = kv->rows[rows[i]].len;
+    }
     return TERN_OK;
 }
 
@@ -321,8 +342,11 @@ tern_status tern_kv_round_end_rows(tern_kv *kv, const int *rows, const int *keep
         if (keep && (keep[i] < 0 || keep[i] > r->len - r->round_len))
             return tern_error(TERN_E_RANGE, "kv: rollback keeps %d of %d round tokens", keep[i], r->len - r->round_len);
     }
+    /* A rollback is a length cut: the blocks past it stay attached (they are
+     * this row's alone) and are written again by the next tokens. */
     for (int i = 0; i < n; i++) {
         kv_row *r = &kv->rows[rows[i]];
+        layers_end(kv, rows[i], keep ? keep[i] : -1);
         if (keep) r->len = r->round_len + keep[i];
         r->round_len = -1;
     }

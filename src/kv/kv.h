@@ -59,6 +59,15 @@ typedef struct {
     /* Copies the first n positions of block src into block dst. */
     void (*copy_block)(tern_kv_layer *l, int dst, int src, int n);
     void (*view)(const tern_kv_layer *l, const int *table, int len, tern_kv_view *out);
+    /* Speculation rounds for what a layer keeps besides per-position blocks
+     * (a recurrent state snapshot, a quantization residue): begin at the
+     * row's current length len, then commit or roll back to len + keep.
+     * Per-position layouts (plain) keep nothing: the pool's length cut is the
+     * whole rollback. begin may fail (TERN_E_NOMEM, TERN_E_UNSUPPORTED); the
+     * other two cannot. */
+    tern_status (*round_begin)(tern_kv_layer *l, int row, int len);
+    void (*round_commit)(tern_kv_layer *l, int row);
+    void (*round_rollback)(tern_kv_layer *l, int row, int keep);
     void (*destroy)(tern_kv_layer *l);
 } tern_kv_vtable;
 

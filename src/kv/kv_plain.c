@@ -60,6 +60,17 @@ static void plain_view(const tern_kv_layer *l, const int *table, int len, tern_k
     *out = (tern_kv_view){p->k, p->v, table, len, p->bt, block_stride(p), (long)p->bt * p->head_dim};
 }
 
+/* Every position lives in the row's blocks: a round has nothing of its own. */
+static tern_status plain_round_begin(tern_kv_layer *l, int row, int len)
+{
+    (void)l; (void)row; (void)len;
+    return TERN_OK;
+}
+
+static void plain_round_commit(tern_kv_layer *l, int row) { (void)l; (void)row; }
+
+static void plain_round_rollback(tern_kv_layer *l, int row, int keep) { (void)l; (void)row; (void)keep; }
+
 static void plain_destroy(tern_kv_layer *l)
 {
     plain_layer *p = (plain_layer *)l;
@@ -70,7 +81,8 @@ static void plain_destroy(tern_kv_layer *l)
 }
 
 static const tern_kv_vtable plain_vt = {
-    plain_signature, plain_bytes_per_token, plain_write, plain_copy_block, plain_view, plain_destroy,
+    plain_signature,   plain_bytes_per_token, plain_write,          plain_copy_block, plain_view,
+    plain_round_begin, plain_round_commit,    plain_round_rollback, plain_destroy,
 };
 
 static float *map_floats(size_t bytes)
