@@ -48,6 +48,11 @@ typedef struct {
     long kv_tokens;          /* if > 0: the pool holds exactly this many positions (overrides budget) */
     int queue_size;          /* requests waiting for admission; 0 = 64 */
     int max_context;         /* positions per row; 0 = the model's */
+    /* Prompt cache (shared prefix reuse over the pool's blocks): the most KV
+     * bytes it keeps; 0 = as much as the pool holds (cached blocks are the
+     * first thing reclaimed when a request needs room). */
+    size_t prompt_cache_bytes;
+    int no_prompt_cache;     /* 1 = off */
 } tern_engine_opts;
 
 typedef struct {
@@ -109,6 +114,9 @@ typedef struct {
     uint64_t iter_hist[14];
     double iter_seconds_sum;
     uint64_t admitted, refused, failures;
+    /* Prompt cache. */
+    uint64_t cache_hits, cache_misses, cache_tokens, cache_evictions;
+    long cache_blocks;
 } tern_engine_stats;
 
 /* Upper bounds (seconds) of the iteration-time buckets; the last is +inf. */

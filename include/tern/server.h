@@ -25,6 +25,8 @@ typedef struct {
     int         max_batch;          /* rows decoded together (16); 1 = strict serial */
     int         prefill_interleave; /* prompt tokens per iteration while rows decode (0 = engine default) */
     size_t      memory_budget;      /* KV pool bytes (0 = half the memory available after load) */
+    size_t      prompt_cache_bytes; /* prompt cache cap (0 = the pool) */
+    int         no_prompt_cache;    /* --prompt-cache-bytes 0 */
     int         n_threads;          /* compute threads; 0 = all cores */
     int         precision;          /* a tern_precision value; 0 = default */
     int         weights;            /* a tern_weights_mode value; 0 = default */

@@ -2,7 +2,7 @@
  *     [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]
  *     [--prefill-step-size 2048] [--log-level INFO] [--max-body-bytes 8388608]
  *     [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]
- *     [--max-batch 16] [--prefill-interleave 64] [--memory-budget BYTES|NGB]
+ *     [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]
  *
  * An OpenAI / Anthropic compatible HTTP server with mlx_lm.server's flags and
  * defaults. mlx_lm.server flags that change nothing here are accepted with a
@@ -22,7 +22,7 @@ static void usage(void)
             "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
             "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n"
-            "       [--max-batch 16] [--prefill-interleave 64] [--memory-budget BYTES|NGB]\n");
+            "       [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]\n");
 }
 
 static int log_level(const char *v)
@@ -38,7 +38,7 @@ int tern_cmd_serve(int argc, char **argv)
     tern_server_opts o;
     tern_server_opts_default(&o);
     static const char *const ignored_valued[] = {"--allowed-origins", "--decode-concurrency", "--prompt-concurrency",
-                                                 "--prompt-cache-size", "--prompt-cache-bytes", "--num-draft-tokens",
+                                                 "--prompt-cache-size", "--num-draft-tokens",
                                                  NULL};
     static const char *const ignored_flags[] = {"--trust-remote-code", "--use-default-chat-template", "--pipeline", NULL};
     static const char *const refused[] = {"--adapter-path", "--draft-model", "--chat-template", NULL};
@@ -71,6 +71,10 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-batch")) bad = cli_int(a, v, 1, 1024, &o.max_batch);
         else if (!strcmp(a, "--prefill-interleave")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_interleave);
         else if (!strcmp(a, "--memory-budget")) bad = cli_bytes(a, v, &o.memory_budget);
+        else if (!strcmp(a, "--prompt-cache-bytes")) {
+            if (!strcmp(v, "0")) o.no_prompt_cache = 1;
+            else bad = cli_bytes(a, v, &o.prompt_cache_bytes);
+        }
         else if (!strcmp(a, "--threads")) bad = cli_int(a, v, 1, 1024, &o.n_threads);
         else if (!strcmp(a, "--max-body-bytes")) { bad = cli_int(a, v, 1024, 1 << 30, &big); o.max_body = (size_t)big; }
         else if (!strcmp(a, "--precision")) {

@@ -62,6 +62,8 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         o.memory_budget = opts->memory_budget;
         o.kv_tokens = opts->kv_tokens;
         o.max_context = opts->max_context;
+        o.prompt_cache_bytes = opts->prompt_cache_bytes;
+        o.no_prompt_cache = opts->no_prompt_cache;
     }
     if (o.max_batch < 1 || o.max_batch > 1024) return tern_error(TERN_E_RANGE, "engine: max_batch %d out of [1, 1024]", o.max_batch);
     if (o.prefill_step < 1 || o.prefill_interleave < 1) return tern_error(TERN_E_RANGE, "engine: bad prefill step");
@@ -105,9 +107,14 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         e->b_tokens = calloc(T, sizeof *e->b_tokens);
         e->b_want = calloc(T, 1);
         e->logits = malloc(B * (size_t)e->vocab * sizeof *e->logits);
+        e->pc_blocks = calloc((size_t)(o.max_context / TERN_KV_BLOCK_TOKENS + 1), sizeof *e->pc_blocks);
         if (!e->active || !e->b_rows || !e->b_ntok || !e->b_out || !e->s_rows || !e->b_tokens || !e->b_want ||
-            !e->logits)
+            !e->logits || !e->pc_blocks)
             st = tern_error(TERN_E_NOMEM, "engine: out of memory");
+    }
+    if (!st && !o.no_prompt_cache) {
+        long cap = o.prompt_cache_bytes ? (long)(o.prompt_cache_bytes / (per_tok * (size_t)bt)) : n_blocks;
+        if (cap > 0) st = tern_pcache_create(e->kv, cap, &e->pc);
     }
     if (!st) {
         tern_kv_stats ks;
@@ -168,7 +175,7 @@ void tern_engine_finish_request(tern_engine *e, tern_request *r)
         .status = r->fail_st,
         .error = r->fail_st ? r->fail_msg : "",
         .prompt_tokens = r->n_prompt,
-        .cached_tokens = 0,
+        .cached_tokens = r->cached,
         .max_tokens = r->max_tokens,
         .n = r->n,
         .finish = r->finish,
@@ -244,7 +251,9 @@ void tern_engine_free(tern_engine *e)
     if (!e) return;
     tern_engine_stop(e);
     for (int i = 0; i < e->n_active; i++) tern_engine_finish_request(e, e->active[i]);
+    tern_pcache_free(e->pc);
     tern_kv_free(e->kv);
+    free(e->pc_blocks);
     free(e->active);
     free(e->b_rows);
     free(e->b_ntok);

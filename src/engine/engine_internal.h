@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "engine/prompt_cache.h"
 #include "kv/kv.h"
 #include "tern/engine.h"
 
@@ -49,6 +50,7 @@ struct tern_request {
     struct tern_request *next; /* waiting line */
     req_state state;
     int n_fed;                 /* prompt tokens fed so far */
+    int cached;                /* prompt tokens taken from the prompt cache */
     int chunk;                 /* prompt tokens in the current iteration */
     eng_row *rows;             /* owned, [n] */
     tern_finish *finish;       /* owned, [n] */
@@ -62,6 +64,8 @@ struct tern_engine {
     tern_model *m;             /* borrowed */
     tern_engine_opts o;
     tern_kv *kv;               /* owned */
+    tern_pcache *pc;           /* owned; NULL when off */
+    int *pc_blocks;            /* [blocks per row] lookup scratch */
     int vocab;
     const int32_t *eos;        /* borrowed from the model */
     int n_eos;

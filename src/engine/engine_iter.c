@@ -19,15 +19,32 @@ static void fail_request(tern_request *r, tern_status st, const char *msg)
     for (int c = 0; c < r->n; c++) r->rows[c].done = 1;
 }
 
-/* Prepares every row of r (admission): all-or-nothing, touches no live row. */
-static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep *preps)
+/* Prepares every row of r (admission): all-or-nothing, touches no live row.
+ * The longest cached prefix of the prompt (whole blocks, at least one token
+ * left to compute) is held in e->pc_blocks[0, *n_cached) for the commit;
+ * cached blocks no row uses are reclaimed first when room is short. */
+static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep *preps, int *n_cached)
 {
     long P = r->n_prompt, total = P + r->max_tokens;
+    int k = 0;
+    *n_cached = 0;
+    if (e->rows_used + r->n > e->o.max_batch) return TERN_E_BUSY;
+    if (e->pc) {
+        k = tern_pcache_lookup(e->pc, r->prompt, (int)((P - 1) / TERN_KV_BLOCK_TOKENS), e->pc_blocks);
+        /* Held across the eviction below, so that it cannot take them. */
+        for (int i = 0; i < k; i++) tern_kv_block_hold(e->kv, e->pc_blocks[i]);
+    }
     tern_kv_stats ks;
     tern_kv_get_stats(e->kv, &ks);
-    long need = r->n * tern_kv_blocks_for(e->kv, total) + (r->n - 1);
-    if (e->rows_used + r->n > e->o.max_batch || need > ks.blocks_free - ks.blocks_reserved)
+    long need = r->n * tern_kv_blocks_for(e->kv, total) + (r->n - 1) - k;
+    if (need > ks.blocks_free - ks.blocks_reserved && e->pc) {
+        tern_pcache_evict(e->pc, need - (ks.blocks_free - ks.blocks_reserved));
+        tern_kv_get_stats(e->kv, &ks);
+    }
+    if (need > ks.blocks_free - ks.blocks_reserved) {
+        for (int i = 0; i < k; i++) tern_kv_block_release(e->kv, e->pc_blocks[i]);
         return TERN_E_BUSY;
+    }
     int c = 0;
     tern_status st = TERN_OK;
     for (; c < r->n && !st; c++) {
@@ -36,10 +53,11 @@ static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep
         w->work = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)e->vocab * sizeof *w->work);
         w->lp = tern_fp_malloc(TERN_FAILPOINT_PREPARE, (size_t)e->vocab * sizeof *w->lp);
         if (!w->hist || !w->work || !w->lp) st = tern_error(TERN_E_NOMEM, "out of memory admitting a request");
-        if (!st) st = tern_kv_row_prepare(e->kv, total, c > 0 ? 1 : 0, P + 1, &preps[c]);
+        if (!st) st = tern_kv_row_prepare(e->kv, total, c > 0 ? 1 : -k, P + 1, &preps[c]);
         if (st) break;
     }
     if (st) {
+        for (int i = 0; i < k; i++) tern_kv_block_release(e->kv, e->pc_blocks[i]);
         for (int i = 0; i < c; i++) tern_kv_row_discard(&preps[i]);
         for (int i = 0; i < r->n; i++) {
             free(r->rows[i].hist);
@@ -49,11 +67,13 @@ static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep
             r->rows[i].work = r->rows[i].lp = NULL;
         }
     }
+    if (!st) *n_cached = k;
     return st;
 }
 
-/* Cannot fail: links the prepared rows in. */
-static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps)
+/* Cannot fail: links the prepared rows in; the first takes the cached
+ * prefix. */
+static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps, int n_cached)
 {
     for (int c = 0; c < r->n; c++) {
         eng_row *w = &r->rows[c];
@@ -64,6 +84,12 @@ static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps)
         w->n_hist = r->n_prompt;
         w->sp = r->o.sampling;
         w->sp.seed = r->o.sampling.seed + (uint64_t)c;
+    }
+    if (n_cached) {
+        /* Its table holds blocks(P + 1) >= n_cached entries: cannot fail. */
+        tern_kv_row_attach(e->kv, r->rows[0].kv_row, e->pc_blocks, n_cached);
+        for (int i = 0; i < n_cached; i++) tern_kv_block_release(e->kv, e->pc_blocks[i]);
+        r->n_fed = r->cached = n_cached * TERN_KV_BLOCK_TOKENS;
     }
     e->rows_used += r->n;
     r->state = REQ_PREFILL;
@@ -96,14 +122,15 @@ void tern_engine_admit(tern_engine *e)
     while (e->wait_head && !e->stopping && e->n_active < e->o.max_batch) {
         tern_request *r = e->wait_head;
         tern_kv_prep preps[r->n];
-        tern_status st = prepare_request(e, r, preps);
+        int n_cached;
+        tern_status st = prepare_request(e, r, preps, &n_cached);
         if (st == TERN_E_BUSY) break;
         if (st) {
             /* Out of memory: try again next time, a few times, then fail it. */
             if (++retries < ADMIT_RETRIES) continue;
             fail_request(r, st, tern_last_error());
         } else {
-            commit_request(e, r, preps);
+            commit_request(e, r, preps, n_cached);
             e->stats.admitted++;
         }
         e->wait_head = r->next;
@@ -132,8 +159,19 @@ static int is_eos(const tern_engine *e, const tern_request *r, int32_t t)
     return 0;
 }
 
+/* Publishes the full blocks of a row to the prompt cache: its tokens are
+ * the history up to the row's length (what its KV holds). */
+static void publish(tern_engine *e, const eng_row *w)
+{
+    if (!e->pc || w->kv_row < 0 || w->req->fail_st) return;
+    int len = tern_kv_offset(e->kv, w->kv_row), n = len / TERN_KV_BLOCK_TOKENS;
+    if (len > w->n_hist) n = w->n_hist / TERN_KV_BLOCK_TOKENS;
+    if (n > 0) tern_pcache_insert(e->pc, w->hist, n, tern_kv_table(e->kv, w->kv_row));
+}
+
 static void end_choice(tern_engine *e, eng_row *w, tern_finish f)
 {
+    publish(e, w);
     w->done = 1;
     w->req->finish[w->choice] = f;
     /* Its blocks go back to the pool at once. */
@@ -236,6 +274,15 @@ static void record(tern_engine *e, double secs, int T)
         while (secs > tern_engine_hist_bounds[b]) b++;
         s->iter_hist[b]++;
     }
+    if (e->pc) {
+        tern_pcache_stats ps;
+        tern_pcache_get_stats(e->pc, &ps);
+        s->cache_hits = ps.hits;
+        s->cache_misses = ps.misses;
+        s->cache_tokens = ps.cached_tokens;
+        s->cache_evictions = ps.evictions;
+        s->cache_blocks = ps.blocks;
+    }
     s->running_rows = e->rows_used;
     s->running_requests = e->n_active;
     if (e->rows_used > s->peak_rows) s->peak_rows = e->rows_used;
@@ -322,6 +369,9 @@ int tern_engine_iterate(tern_engine *e)
         r->chunk = 0;
         if (r->n_fed < r->n_prompt) continue;
         r->state = REQ_DECODE;
+        /* Running requests publish their prompt: others with the same
+         * prefix share these blocks from now on. */
+        publish(e, &r->rows[0]);
         for (int c = 1; c < r->n; c++) {
             tern_status fs = tern_kv_row_adopt(e->kv, r->rows[c].kv_row, r->rows[0].kv_row);
             if (fs) {

@@ -66,6 +66,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
     eo.prefill_step = o->prefill_chunk > 0 ? o->prefill_chunk : 2048;
     eo.kv_tokens = total;
     eo.queue_size = 1;
+    eo.no_prompt_cache = 1;   /* one request: nothing to share */
     /* A generation may run past the model's declared context when asked to
      * (as the serial loop always allowed); the pool is sized for it. */
     eo.max_context = total + 1 > ctx ? (int)(total + 1) : ctx;

@@ -101,7 +101,8 @@ tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blo
     memset(p, 0, sizeof *p);
     if (reserve_tokens < 0 || reserve_tokens > kv->shape.max_len)
         return tern_error(TERN_E_RANGE, "kv: %ld tokens exceed the context of %d", reserve_tokens, kv->shape.max_len);
-    long need = tern_kv_blocks_for(kv, reserve_tokens) + (extra_blocks > 0 ? extra_blocks : 0);
+    long need = tern_kv_blocks_for(kv, reserve_tokens) + extra_blocks;
+    if (need < 0) return tern_error(TERN_E_INVALID, "kv: a reservation of %ld blocks", need);
     tern_status st = check_room(kv, need);
     if (st) return st;
     long cap = tern_kv_blocks_for(kv, table_tokens < reserve_tokens ? table_tokens : reserve_tokens);
@@ -374,6 +375,25 @@ void tern_kv_get_stats(const tern_kv *kv, tern_kv_stats *out)
     out->blocks_reserved = kv->n_reserved;
     out->block_tokens = kv->shape.block_tokens;
     out->rows_used = kv->rows_used;
+}
+
+void tern_kv_block_hold(tern_kv *kv, int b) { kv->refs[b]++; }
+
+void tern_kv_block_release(tern_kv *kv, int b) { block_release(kv, b); }
+
+tern_status tern_kv_row_attach(tern_kv *kv, int row, const int *blocks, int n)
+{
+    if (!tern_kv_row_valid(kv, row)) return tern_error(TERN_E_INVALID, "kv: row %d is not in use", row);
+    kv_row *r = &kv->rows[row];
+    if (r->len || r->n_blk || n > r->cap)
+        return tern_error(TERN_E_STATE, "kv: row %d cannot take %d shared blocks", row, n);
+    for (int i = 0; i < n; i++) {
+        r->table[i] = blocks[i];
+        kv->refs[blocks[i]]++;
+    }
+    r->n_blk = n;
+    r->len = n * kv->shape.block_tokens;
+    return TERN_OK;
 }
 
 int tern_kv_block_refs(const tern_kv *kv, int b)

@@ -101,7 +101,8 @@ void tern_kv_free(tern_kv *kv);
 /* Blocks needed to hold n positions. */
 long tern_kv_blocks_for(const tern_kv *kv, long n);
 /* Prepares a new empty row that may grow to reserve_tokens positions, plus
- * extra_blocks more in its reservation (see tern_kv_row_adopt). Its block
+ * extra_blocks more in its reservation (see tern_kv_row_adopt; negative:
+ * that many fewer, see tern_kv_row_attach). Its block
  * table starts with room for table_tokens positions (at least one block)
  * and grows with the row (tern_kv_grow). */
 tern_status tern_kv_row_prepare(tern_kv *kv, long reserve_tokens, long extra_blocks, long table_tokens,
@@ -156,6 +157,16 @@ typedef struct {
 void tern_kv_get_stats(const tern_kv *kv, tern_kv_stats *out);
 /* Reference count of block b (tests). */
 int tern_kv_block_refs(const tern_kv *kv, int b);
+
+/* Holding blocks outside rows (the prompt cache): a held block keeps its
+ * contents until released. */
+void tern_kv_block_hold(tern_kv *kv, int b);
+void tern_kv_block_release(tern_kv *kv, int b);
+/* The empty row takes n full blocks (held by their owner, shared from now
+ * on) as its first n * block_tokens positions; it was prepared with
+ * extra_blocks = -n, the blocks it will not take. TERN_E_STATE when the row
+ * is not empty or its table is too small. */
+tern_status tern_kv_row_attach(tern_kv *kv, int row, const int *blocks, int n);
 
 /* Plain layout constructor (kv_plain.c). */
 tern_status tern_kv_plain_layer_create(int n_kv_heads, int head_dim, int block_tokens, long n_blocks,

@@ -94,6 +94,7 @@ int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
         "# HELP tern_kv_blocks KV pool blocks by state (%d positions each).\n# TYPE tern_kv_blocks gauge\n"
         "tern_kv_blocks{state=\"used\"} %ld\ntern_kv_blocks{state=\"free\"} %ld\n"
         "tern_kv_blocks{state=\"reserved\"} %ld\ntern_kv_blocks{state=\"total\"} %ld\n"
+        "tern_kv_blocks{state=\"cached\"} %ld\n"
         "# HELP tern_iteration_tokens Tokens fed to the last scheduler iteration.\n"
         "# TYPE tern_iteration_tokens gauge\ntern_iteration_tokens %d\n"
         "# HELP tern_iteration_tokens_total Tokens fed to all scheduler iterations.\n"
@@ -107,8 +108,22 @@ int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
         "# HELP tern_iteration_seconds Time of one scheduler iteration (one forward over every row).\n"
         "# TYPE tern_iteration_seconds histogram\n",
         es->waiting, es->running_requests, es->running_rows, es->block_tokens, es->blocks_used, es->blocks_free, es->blocks_reserved,
-        es->blocks_total, es->last_iteration_tokens, (unsigned long long)es->tokens,
+        es->blocks_total, es->cache_blocks, es->last_iteration_tokens, (unsigned long long)es->tokens,
         (unsigned long long)es->admitted, (unsigned long long)es->refused, (unsigned long long)es->failures);
+    rc |= srv_buf_printf(o,
+        "# HELP tern_prompt_cache_hits_total Admissions that took a cached prefix.\n"
+        "# TYPE tern_prompt_cache_hits_total counter\ntern_prompt_cache_hits_total %llu\n"
+        "# HELP tern_prompt_cache_misses_total Admissions with no cached prefix.\n"
+        "# TYPE tern_prompt_cache_misses_total counter\ntern_prompt_cache_misses_total %llu\n"
+        "# HELP tern_prompt_cache_tokens_total Prompt tokens taken from the cache instead of computed.\n"
+        "# TYPE tern_prompt_cache_tokens_total counter\ntern_prompt_cache_tokens_total %llu\n"
+        "# HELP tern_prompt_cache_evictions_total Cached blocks given back to the pool.\n"
+        "# TYPE tern_prompt_cache_evictions_total counter\ntern_prompt_cache_evictions_total %llu\n"
+        "# HELP tern_prompt_cache_bytes KV bytes the prompt cache holds.\n"
+        "# TYPE tern_prompt_cache_bytes gauge\ntern_prompt_cache_bytes %.0f\n",
+        (unsigned long long)es->cache_hits, (unsigned long long)es->cache_misses, (unsigned long long)es->cache_tokens,
+        (unsigned long long)es->cache_evictions,
+        (double)es->cache_blocks * es->block_tokens * (double)es->kv_bytes_per_token);
     unsigned long long cum = 0;
     for (int b = 0; b < 14; b++) {
         cum += es->iter_hist[b];

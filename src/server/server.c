@@ -110,6 +110,8 @@ static tern_status setup(srv_ctx *c, const tern_server_opts *o)
     if (o->prefill_interleave) eo.prefill_interleave = o->prefill_interleave;
     eo.memory_budget = o->memory_budget;
     eo.queue_size = o->queue_size;
+    eo.prompt_cache_bytes = o->prompt_cache_bytes;
+    eo.no_prompt_cache = o->no_prompt_cache;
     return tern_engine_create(c->model, &eo, &c->engine);
 }
 

@@ -99,7 +99,8 @@ def test_disconnect_frees_row(srv):
     while srv.metric("tern_running_rows") != 0 and time.time() - t0 < 5:
         time.sleep(0.02)
     assert srv.metric("tern_running_rows") == 0
-    assert srv.metric('tern_kv_blocks{state="used"}') == 0
+    # What stays in use is the prompt cache's (the row published its blocks).
+    assert srv.metric('tern_kv_blocks{state="used"}') == srv.metric('tern_kv_blocks{state="cached"}')
     assert srv.metric('tern_kv_blocks{state="reserved"}') == 0
 
 
@@ -149,3 +150,33 @@ def test_admission_limits():
         wait.close()
     finally:
         assert s.stop() == 0, s.output()
+
+
+def test_prompt_cache_hits_are_exact(srv):
+    cold = Server("--prompt-cache-bytes", "0")
+    try:
+        long = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(30))
+        msgs = [{"role": "user", "content": long + "Write one more."}]
+        b1 = {"messages": msgs, "max_tokens": 16, "temperature": 0.7, "seed": 9}
+        s1, r1 = srv.post("/v1/chat/completions", b1)
+        assert s1 == 200
+        turn2 = msgs + [{"role": "assistant", "content": r1["choices"][0]["message"]["content"]},
+                        {"role": "user", "content": "And another."}]
+        b2 = {"messages": turn2, "max_tokens": 16, "temperature": 0.7, "seed": 9}
+        s2, r2 = srv.post("/v1/chat/completions", b2)
+        assert s2 == 200
+        cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert cached >= 256 and cached % 32 == 0 and cached < r2["usage"]["prompt_tokens"]
+        sc, rc = cold.post("/v1/chat/completions", b2)
+        assert rc["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        assert rc["choices"][0]["message"] == r2["choices"][0]["message"]
+        # Anthropic reports the same hit as cache_read_input_tokens.
+        ab = {"model": "m", "max_tokens": 8, "messages": turn2}
+        sa, ra = srv.post("/v1/messages", ab)
+        assert sa == 200 and ra["usage"]["cache_read_input_tokens"] >= 256
+        sa2, ra2 = cold.post("/v1/messages", ab)
+        assert ra2["usage"]["cache_read_input_tokens"] == 0 and ra2["content"] == ra["content"]
+        assert srv.metric("tern_prompt_cache_hits_total") >= 2
+        assert srv.metric("tern_prompt_cache_tokens_total") >= 512
+    finally:
+        assert cold.stop() == 0

@@ -23,6 +23,7 @@ typedef struct {
     float bias_vals[2];
     /* results */
     int32_t toks[MAXN][MAXGEN];
+    int cached;
     float lps[MAXN][MAXGEN];
     int n_toks[MAXN];
     int stop_after;              /* callback stops choice 0 after this many (0 = never) */
@@ -50,6 +51,7 @@ static void on_done(void *user, const tern_request_result *res)
     job *j = user;
     pthread_mutex_lock(j->mu);
     j->status = res->status;
+    j->cached = res->cached_tokens;
     for (int c = 0; c < res->n; c++) j->finish[c] = res->finish[c];
     j->done = 1;
     pthread_cond_broadcast(j->cv);
@@ -126,10 +128,13 @@ static void make_job(job *j, int i, int vocab, unsigned *s)
     }
 }
 
+static int no_cache;
+
 static tern_engine *engine(tern_model *m, int max_batch, int interleave)
 {
     tern_engine_opts o;
     tern_engine_opts_default(&o);
+    o.no_prompt_cache = no_cache;
     o.max_batch = max_batch;
     o.prefill_step = 64;
     o.prefill_interleave = interleave;
@@ -194,7 +199,7 @@ static void stress(tern_model *m)
     CHECK(a.n_toks[1] == b.n_toks[0] && !memcmp(a.toks[1], b.toks[0], (size_t)b.n_toks[0] * sizeof(int32_t)));
     tern_engine_stats st;
     tern_engine_get_stats(e, &st);
-    CHECK(st.running_rows == 0 && st.blocks_used == 0 && st.blocks_reserved == 0);
+    CHECK(st.running_rows == 0 && st.blocks_used == st.cache_blocks && st.blocks_reserved == 0);
     CHECK(st.iterations > 0 && st.admitted >= NREQ);
     CHECK_MSG(st.peak_rows >= 4, "the requests barely overlapped (peak %d rows)", st.peak_rows);
     tern_engine_free(e);
@@ -298,7 +303,7 @@ static void cancel(tern_model *m)
     CHECK(j.finish[0] == TERN_FINISH_STOPPED);
     tern_engine_stats st;
     tern_engine_get_stats(e, &st);
-    CHECK(st.running_rows == 0 && st.blocks_used == 0);
+    CHECK(st.running_rows == 0 && st.blocks_used == st.cache_blocks);
     tern_request_release(h);
     /* The callback stopping a choice ends it too. */
     j.stop_after = 5;
@@ -347,7 +352,87 @@ static void failures(tern_model *m)
     }
     tern_engine_stats st;
     tern_engine_get_stats(e, &st);
-    CHECK(st.failures > 0 && st.blocks_used == 0 && st.blocks_reserved == 0);
+    CHECK(st.failures > 0 && st.blocks_used == st.cache_blocks && st.blocks_reserved == 0);
+    tern_engine_free(e);
+}
+
+/* Prompt cache: 32 requests over 8 long shared prefixes, in random order and
+ * concurrently, each equal to its cold run (no cache) bit for bit, with the
+ * prefixes actually taken from the cache. */
+static void prompt_cache(tern_model *m)
+{
+    enum { NP = 8, NQ = 32 };
+    int V = tern_model_vocab_size(m);
+    unsigned s = 777;
+    int32_t pre[NP][80];
+    static job cold[NQ], warm[NQ];
+    for (int p = 0; p < NP; p++)
+        for (int i = 0; i < 80; i++) pre[p][i] = (int32_t)(rand_r(&s) % (unsigned)V);
+    for (int q = 0; q < NQ; q++) {
+        job *j = &cold[q];
+        memset(j, 0, sizeof *j);
+        tern_request_opts_default(&j->o);
+        int p = (int)(rand_r(&s) % NP), suffix = 1 + (int)(rand_r(&s) % 12);
+        memcpy(j->prompt, pre[p], sizeof pre[p]);
+        for (int i = 0; i < suffix; i++) j->prompt[80 + i] = (int32_t)(rand_r(&s) % (unsigned)V);
+        j->n_prompt = 80 + suffix;
+        j->o.max_tokens = 8 + q % 9;
+        j->o.ignore_eos = 1;
+        if (q % 2) {
+            j->o.sampling.temperature = 0.7f;
+            j->o.sampling.seed = (uint64_t)q;
+        }
+    }
+    no_cache = 1;
+    tern_engine *e0 = engine(m, 4, 64);
+    no_cache = 0;
+    for (int q = 0; q < NQ; q++) {
+        CHECK(submit(e0, &cold[q]) == TERN_OK);
+        wait_all(&cold[q], 1);
+    }
+    tern_engine_free(e0);
+    tern_engine *e = engine(m, 8, 16);
+    memcpy(warm, cold, sizeof warm);
+    unsigned r = 5;
+    for (int q = 0; q < NQ; q++) {
+        CHECK(submit(e, &warm[q]) == TERN_OK);
+        usleep((useconds_t)(rand_r(&r) % 800));
+    }
+    wait_all(warm, NQ);
+    int hits = 0;
+    for (int q = 0; q < NQ; q++) {
+        CHECK_MSG(same(&warm[q], &cold[q], 1), "request %d differs with the prompt cache", q);
+        CHECK(warm[q].cached % 32 == 0 && warm[q].cached < warm[q].n_prompt);
+        hits += warm[q].cached > 0;
+    }
+    /* The same requests again, one at a time: every one hits now. */
+    for (int q = 0; q < NQ; q++) {
+        job again = cold[q];
+        CHECK(submit(e, &again) == TERN_OK);
+        wait_all(&again, 1);
+        CHECK(same(&again, &cold[q], 1));
+        CHECK(again.cached >= 64);
+    }
+    tern_engine_stats st;
+    tern_engine_get_stats(e, &st);
+    CHECK_MSG(hits >= NQ / 4, "only %d of %d requests hit", hits, NQ);
+    CHECK(st.cache_hits > 0 && st.cache_tokens > 0 && st.blocks_used == st.cache_blocks);
+    tern_engine_free(e);
+    /* A byte cap of 3 blocks is held. */
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.kv_tokens = 4096;
+    o.prompt_cache_bytes = 3 * 32 * tern_engine_kv_bytes_per_token(m);
+    CHECK(tern_engine_create(m, &o, &e) == TERN_OK);
+    for (int q = 0; q < 8; q++) {
+        job again = cold[q];
+        CHECK(submit(e, &again) == TERN_OK);
+        wait_all(&again, 1);
+        CHECK(same(&again, &cold[q], 1));
+        tern_engine_get_stats(e, &st);
+        CHECK(st.cache_blocks <= 3);
+    }
+    CHECK(st.cache_evictions > 0);
     tern_engine_free(e);
 }
 
@@ -365,6 +450,7 @@ int main(void)
     admission(m);
     cancel(m);
     failures(m);
+    prompt_cache(m);
     tern_model_free(m);
     return check_summary("test_engine");
 }
