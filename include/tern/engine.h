@@ -53,6 +53,13 @@ typedef struct {
      * first thing reclaimed when a request needs room). */
     size_t prompt_cache_bytes;
     int no_prompt_cache;     /* 1 = off */
+    /* With a directory, prefixes leaving memory (and every one at stop) are
+     * written there as files and read back by later engines of the same
+     * model, layout and namespace; the directory keeps at most
+     * prompt_cache_disk_bytes (0 = 4 GB). */
+    const char *prompt_cache_dir;     /* borrowed for the create call */
+    size_t prompt_cache_disk_bytes;
+    uint64_t prompt_cache_namespace;  /* e.g. a hash of the tokenizer and chat template */
 } tern_engine_opts;
 
 typedef struct {
@@ -117,6 +124,8 @@ typedef struct {
     /* Prompt cache. */
     uint64_t cache_hits, cache_misses, cache_tokens, cache_evictions;
     long cache_blocks;
+    uint64_t disk_bytes, disk_writes, disk_loads, disk_load_failures, disk_skipped;
+    long disk_files;
 } tern_engine_stats;
 
 /* Upper bounds (seconds) of the iteration-time buckets; the last is +inf. */

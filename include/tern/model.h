@@ -76,6 +76,9 @@ size_t tern_model_weight_bytes(const tern_model *m);
 size_t tern_model_decode_bytes(const tern_model *m);
 /* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
 const char *tern_model_weights_desc(const tern_model *m);
+/* The model's identity for caches kept on disk: a hash of config.json and
+ * of every weight file's name, size and header. */
+uint64_t tern_model_fingerprint(const tern_model *m);
 /* Logits of a prompt run from an empty state: out is [n, vocab] with all set,
  * else [1, vocab] for the last position (borrowed, caller-sized). */
 tern_status tern_model_logits(tern_model *m, const int32_t *ids, int n, int all, float *out);

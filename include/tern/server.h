@@ -27,6 +27,8 @@ typedef struct {
     size_t      memory_budget;      /* KV pool bytes (0 = half the memory available after load) */
     size_t      prompt_cache_bytes; /* prompt cache cap (0 = the pool) */
     int         no_prompt_cache;    /* --prompt-cache-bytes 0 */
+    const char *prompt_cache_dir;   /* borrowed; NULL = memory only */
+    size_t      prompt_cache_disk_bytes; /* cap of that directory (0 = 4 GB) */
     int         n_threads;          /* compute threads; 0 = all cores */
     int         precision;          /* a tern_precision value; 0 = default */
     int         weights;            /* a tern_weights_mode value; 0 = default */

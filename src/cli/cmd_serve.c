@@ -3,6 +3,7 @@
  *     [--prefill-step-size 2048] [--log-level INFO] [--max-body-bytes 8388608]
  *     [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]
  *     [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]
+ *     [--prompt-cache-dir DIR] [--prompt-cache-disk-bytes BYTES]
  *
  * An OpenAI / Anthropic compatible HTTP server with mlx_lm.server's flags and
  * defaults. mlx_lm.server flags that change nothing here are accepted with a
@@ -22,7 +23,8 @@ static void usage(void)
             "       [--top-k 0] [--min-p 0.0] [--max-tokens 512] [--chat-template-args JSON]\n"
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
             "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n"
-            "       [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]\n");
+            "       [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]\n"
+            "       [--prompt-cache-dir DIR] [--prompt-cache-disk-bytes BYTES]\n");
 }
 
 static int log_level(const char *v)
@@ -71,6 +73,8 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-batch")) bad = cli_int(a, v, 1, 1024, &o.max_batch);
         else if (!strcmp(a, "--prefill-interleave")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_interleave);
         else if (!strcmp(a, "--memory-budget")) bad = cli_bytes(a, v, &o.memory_budget);
+        else if (!strcmp(a, "--prompt-cache-dir")) o.prompt_cache_dir = v;
+        else if (!strcmp(a, "--prompt-cache-disk-bytes")) bad = cli_bytes(a, v, &o.prompt_cache_disk_bytes);
         else if (!strcmp(a, "--prompt-cache-bytes")) {
             if (!strcmp(v, "0")) o.no_prompt_cache = 1;
             else bad = cli_bytes(a, v, &o.prompt_cache_bytes);

@@ -64,6 +64,9 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         o.max_context = opts->max_context;
         o.prompt_cache_bytes = opts->prompt_cache_bytes;
         o.no_prompt_cache = opts->no_prompt_cache;
+        o.prompt_cache_dir = opts->prompt_cache_dir;
+        o.prompt_cache_disk_bytes = opts->prompt_cache_disk_bytes;
+        o.prompt_cache_namespace = opts->prompt_cache_namespace;
     }
     if (o.max_batch < 1 || o.max_batch > 1024) return tern_error(TERN_E_RANGE, "engine: max_batch %d out of [1, 1024]", o.max_batch);
     if (o.prefill_step < 1 || o.prefill_interleave < 1) return tern_error(TERN_E_RANGE, "engine: bad prefill step");
@@ -115,6 +118,20 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     if (!st && !o.no_prompt_cache) {
         long cap = o.prompt_cache_bytes ? (long)(o.prompt_cache_bytes / (per_tok * (size_t)bt)) : n_blocks;
         if (cap > 0) st = tern_pcache_create(e->kv, cap, &e->pc);
+        if (!st && e->pc && o.prompt_cache_dir && o.prompt_cache_dir[0]) {
+            uint64_t key = tern_model_fingerprint(m) ^ (o.prompt_cache_namespace * 0x9e3779b97f4a7c15ull);
+            size_t dcap = o.prompt_cache_disk_bytes ? o.prompt_cache_disk_bytes : (size_t)4000000000u;
+            st = tern_pdisk_open(o.prompt_cache_dir, dcap, key, e->kv, &e->disk);
+            if (!st) {
+                tern_pcache_set_disk(e->pc, e->disk);
+                tern_pdisk_stats ds;
+                tern_pdisk_get_stats(e->disk, &ds);
+                e->stats.disk_files = ds.files;
+                e->stats.disk_bytes = ds.bytes;
+                e->stats.disk_skipped = ds.skipped;
+            }
+        }
+        e->o.prompt_cache_dir = NULL;   /* borrowed for create only */
     }
     if (!st) {
         tern_kv_stats ks;
@@ -252,6 +269,7 @@ void tern_engine_free(tern_engine *e)
     tern_engine_stop(e);
     for (int i = 0; i < e->n_active; i++) tern_engine_finish_request(e, e->active[i]);
     tern_pcache_free(e->pc);
+    tern_pdisk_close(e->disk);
     tern_kv_free(e->kv);
     free(e->pc_blocks);
     free(e->active);

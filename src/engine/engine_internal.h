@@ -65,6 +65,7 @@ struct tern_engine {
     tern_engine_opts o;
     tern_kv *kv;               /* owned */
     tern_pcache *pc;           /* owned; NULL when off */
+    tern_pdisk *disk;          /* owned; NULL without a cache directory */
     int *pc_blocks;            /* [blocks per row] lookup scratch */
     int vocab;
     const int32_t *eos;        /* borrowed from the model */

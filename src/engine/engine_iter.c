@@ -19,6 +19,23 @@ static void fail_request(tern_request *r, tern_status st, const char *msg)
     for (int c = 0; c < r->n; c++) r->rows[c].done = 1;
 }
 
+/* A longer prefix on disk than in memory: its missing blocks are read into
+ * free pool blocks and published to the memory cache (which then holds them).
+ * Returns the cached prefix now in memory (k when nothing better loads). */
+static int load_from_disk(tern_engine *e, const int32_t *toks, int most, int k)
+{
+    int entry, m = tern_pdisk_match(e->disk, toks, most, &entry);
+    if (m <= k) return k;
+    int got = k;
+    for (; got < m; got++)
+        if (tern_kv_block_alloc(e->kv, &e->pc_blocks[got]) != TERN_OK) break;
+    int ok = got == m && tern_pdisk_load(e->disk, entry, k, m, e->pc_blocks + k) == TERN_OK;
+    if (ok) tern_pcache_insert(e->pc, toks, m, e->pc_blocks);
+    /* The cache holds the blocks now (or nobody: they go back). */
+    for (int i = k; i < got; i++) tern_kv_block_release(e->kv, e->pc_blocks[i]);
+    return tern_pcache_lookup(e->pc, toks, most, e->pc_blocks);
+}
+
 /* Prepares every row of r (admission): all-or-nothing, touches no live row.
  * The longest cached prefix of the prompt (whole blocks, at least one token
  * left to compute) is held in e->pc_blocks[0, *n_cached) for the commit;
@@ -30,7 +47,9 @@ static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep
     *n_cached = 0;
     if (e->rows_used + r->n > e->o.max_batch) return TERN_E_BUSY;
     if (e->pc) {
-        k = tern_pcache_lookup(e->pc, r->prompt, (int)((P - 1) / TERN_KV_BLOCK_TOKENS), e->pc_blocks);
+        int most = (int)((P - 1) / TERN_KV_BLOCK_TOKENS);
+        k = tern_pcache_lookup(e->pc, r->prompt, most, e->pc_blocks);
+        if (e->disk && k < most) k = load_from_disk(e, r->prompt, most, k);
         /* Held across the eviction below, so that it cannot take them. */
         for (int i = 0; i < k; i++) tern_kv_block_hold(e->kv, e->pc_blocks[i]);
     }
@@ -85,6 +104,7 @@ static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps,
         w->sp = r->o.sampling;
         w->sp.seed = r->o.sampling.seed + (uint64_t)c;
     }
+    if (e->pc) tern_pcache_note(e->pc, n_cached);
     if (n_cached) {
         /* Its table holds blocks(P + 1) >= n_cached entries: cannot fail. */
         tern_kv_row_attach(e->kv, r->rows[0].kv_row, e->pc_blocks, n_cached);
@@ -282,6 +302,16 @@ static void record(tern_engine *e, double secs, int T)
         s->cache_tokens = ps.cached_tokens;
         s->cache_evictions = ps.evictions;
         s->cache_blocks = ps.blocks;
+    }
+    if (e->disk) {
+        tern_pdisk_stats ds;
+        tern_pdisk_get_stats(e->disk, &ds);
+        s->disk_bytes = ds.bytes;
+        s->disk_writes = ds.writes;
+        s->disk_loads = ds.loads;
+        s->disk_load_failures = ds.load_failures;
+        s->disk_skipped = ds.skipped;
+        s->disk_files = ds.files;
     }
     s->running_rows = e->rows_used;
     s->running_requests = e->n_active;

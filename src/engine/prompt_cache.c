@@ -3,6 +3,7 @@
  * compared in full. */
 #include "engine/prompt_cache.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ struct tern_pcache {
     int bt;
     long max_blocks;
     pc_node root;
+    tern_pdisk *disk;   /* borrowed, or NULL */
     long n;
     uint64_t clock;
     tern_pcache_stats st;
@@ -46,6 +48,39 @@ tern_status tern_pcache_create(tern_kv *kv, long max_blocks, tern_pcache **out)
     return TERN_OK;
 }
 
+void tern_pcache_set_disk(tern_pcache *pc, tern_pdisk *d) { pc->disk = d; }
+
+/* Writes the prefix that ends at node c (root to c) to the disk store. */
+static void persist(tern_pcache *pc, const pc_node *c)
+{
+    if (!pc->disk) return;
+    int depth = 0;
+    for (const pc_node *p = c; p != &pc->root; p = p->parent) depth++;
+    int32_t *toks = malloc((size_t)depth * pc->bt * sizeof *toks);
+    int *blocks = malloc((size_t)depth * sizeof *blocks);
+    if (toks && blocks) {
+        int i = depth;
+        for (const pc_node *p = c; p != &pc->root; p = p->parent) {
+            i--;
+            memcpy(toks + (long)i * pc->bt, p->toks, (size_t)pc->bt * sizeof *toks);
+            blocks[i] = p->block;
+        }
+        /* Best effort: a full disk or an I/O error costs the entry only. */
+        if (tern_pdisk_store(pc->disk, toks, depth, blocks) != TERN_OK)
+            fprintf(stderr, "WARNING:tern.cache:%s\n", tern_last_error());
+    }
+    free(toks);
+    free(blocks);
+}
+
+static void persist_leaves(tern_pcache *pc, const pc_node *n)
+{
+    for (const pc_node *c = n->child; c; c = c->next) {
+        if (c->child) persist_leaves(pc, c);
+        else persist(pc, c);
+    }
+}
+
 static void free_subtree(tern_pcache *pc, pc_node *n)
 {
     pc_node *c = n->child;
@@ -63,6 +98,7 @@ static void free_subtree(tern_pcache *pc, pc_node *n)
 void tern_pcache_free(tern_pcache *pc)
 {
     if (!pc) return;
+    persist_leaves(pc, &pc->root);
     free_subtree(pc, &pc->root);
     free(pc);
 }
@@ -87,13 +123,17 @@ int tern_pcache_lookup(tern_pcache *pc, const int32_t *toks, int max_blocks, int
         blocks_out[k++] = c->block;
         n = c;
     }
+    return k;
+}
+
+void tern_pcache_note(tern_pcache *pc, int k)
+{
     if (k) {
         pc->st.hits++;
         pc->st.cached_tokens += (uint64_t)k * (uint64_t)pc->bt;
     } else {
         pc->st.misses++;
     }
-    return k;
 }
 
 void tern_pcache_insert(tern_pcache *pc, const int32_t *toks, int count, const int *blocks)
@@ -162,6 +202,7 @@ long tern_pcache_evict(tern_pcache *pc, long want)
         /* Evicting a leaf can make its parent a leaf: the next pass sees it. */
         for (long i = 0; i < cnt && freed < want; i++) {
             pc_node *c = leaves[i];
+            persist(pc, c);
             unlink_node(c);
             tern_kv_block_release(pc->kv, c->block);
             free(c->toks);

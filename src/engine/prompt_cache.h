@@ -19,6 +19,7 @@
 
 #include <stdint.h>
 
+#include "engine/pcache_disk.h"
 #include "kv/kv.h"
 
 typedef struct tern_pcache tern_pcache;
@@ -29,12 +30,17 @@ typedef struct {
 } tern_pcache_stats;
 
 tern_status tern_pcache_create(tern_kv *kv, long max_blocks, tern_pcache **out);
-/* Releases every held block. */
+/* Gives the cache a disk store (borrowed; it must outlive the cache):
+ * evicted prefixes are written there, and every resident one at free. */
+void tern_pcache_set_disk(tern_pcache *pc, tern_pdisk *d);
+/* Releases every held block (writing each prefix to the disk store first). */
 void tern_pcache_free(tern_pcache *pc);
 /* The longest cached prefix of toks in whole blocks, at most max_blocks:
- * writes its pool blocks to blocks_out and returns their count (a hit is
- * counted when > 0). The blocks stay the cache's; attach them to a row. */
+ * writes its pool blocks to blocks_out and returns their count. The blocks
+ * stay the cache's; attach them to a row. */
 int tern_pcache_lookup(tern_pcache *pc, const int32_t *toks, int max_blocks, int *blocks_out);
+/* Counts one admission that took n blocks from the cache (0 = a miss). */
+void tern_pcache_note(tern_pcache *pc, int n);
 /* Publishes n full blocks: toks[0, n*block_tokens) and the row's blocks
  * (borrowed) holding them. New nodes hold their block; known prefixes are
  * kept as they are. Best effort: out of memory stops the insert. */

@@ -4,6 +4,7 @@
  * growth never runs the pool dry. Invariant: n_free >= n_reserved. */
 #include "kv/kv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -399,4 +400,43 @@ tern_status tern_kv_row_attach(tern_kv *kv, int row, const int *blocks, int n)
 int tern_kv_block_refs(const tern_kv *kv, int b)
 {
     return b >= 0 && b < kv->shape.n_blocks ? kv->refs[b] : -1;
+}
+
+tern_status tern_kv_block_alloc(tern_kv *kv, int *b)
+{
+    if (kv->n_free - kv->n_reserved < 1) return tern_error(TERN_E_RANGE, "kv: no free block");
+    *b = kv->free_stack[--kv->n_free];
+    kv->refs[*b] = 1;
+    return TERN_OK;
+}
+
+size_t tern_kv_block_bytes(const tern_kv *kv)
+{
+    size_t n = 0;
+    for (int l = 0; l < kv->shape.n_layers; l++) n += kv->layers[l]->vt->block_bytes(kv->layers[l]);
+    return n;
+}
+
+void tern_kv_block_save(const tern_kv *kv, int b, void *dst)
+{
+    char *d = dst;
+    for (int l = 0; l < kv->shape.n_layers; l++) {
+        kv->layers[l]->vt->block_save(kv->layers[l], b, d);
+        d += kv->layers[l]->vt->block_bytes(kv->layers[l]);
+    }
+}
+
+void tern_kv_block_load(tern_kv *kv, int b, const void *src)
+{
+    const char *s = src;
+    for (int l = 0; l < kv->shape.n_layers; l++) {
+        kv->layers[l]->vt->block_load(kv->layers[l], b, s);
+        s += kv->layers[l]->vt->block_bytes(kv->layers[l]);
+    }
+}
+
+void tern_kv_geometry(const tern_kv *kv, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s f32 L%d H%d D%d B%d", tern_kv_signature(kv), kv->shape.n_layers, kv->shape.n_kv_heads,
+             kv->shape.head_dim, kv->shape.block_tokens);
 }

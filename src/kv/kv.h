@@ -68,6 +68,11 @@ typedef struct {
     tern_status (*round_begin)(tern_kv_layer *l, int row, int len);
     void (*round_commit)(tern_kv_layer *l, int row);
     void (*round_rollback)(tern_kv_layer *l, int row, int keep);
+    /* Serialization of one block (the prompt cache on disk): its bytes in
+     * this layer, and copies out of and into block b. */
+    size_t (*block_bytes)(const tern_kv_layer *l);
+    void (*block_save)(const tern_kv_layer *l, int b, void *dst);
+    void (*block_load)(tern_kv_layer *l, int b, const void *src);
     void (*destroy)(tern_kv_layer *l);
 } tern_kv_vtable;
 
@@ -167,6 +172,16 @@ void tern_kv_block_release(tern_kv *kv, int b);
  * extra_blocks = -n, the blocks it will not take. TERN_E_STATE when the row
  * is not empty or its table is too small. */
 tern_status tern_kv_row_attach(tern_kv *kv, int row, const int *blocks, int n);
+/* A free block nobody reserved, held once by the caller (release it with
+ * tern_kv_block_release); TERN_E_RANGE when there is none. */
+tern_status tern_kv_block_alloc(tern_kv *kv, int *b);
+/* One block's bytes over every layer, and copies out of / into block b. */
+size_t tern_kv_block_bytes(const tern_kv *kv);
+void tern_kv_block_save(const tern_kv *kv, int b, void *dst);
+void tern_kv_block_load(tern_kv *kv, int b, const void *src);
+/* What a block holds, for files that must only be read back by the same
+ * layout: "kv:plain f32 L<layers> H<kv heads> D<head dim> B<block tokens>". */
+void tern_kv_geometry(const tern_kv *kv, char *out, size_t cap);
 
 /* Plain layout constructor (kv_plain.c). */
 tern_status tern_kv_plain_layer_create(int n_kv_heads, int head_dim, int block_tokens, long n_blocks,

@@ -71,6 +71,27 @@ static void plain_round_commit(tern_kv_layer *l, int row) { (void)l; (void)row; 
 
 static void plain_round_rollback(tern_kv_layer *l, int row, int keep) { (void)l; (void)row; (void)keep; }
 
+static size_t plain_block_bytes(const tern_kv_layer *l)
+{
+    return 2 * (size_t)block_stride((const plain_layer *)l) * sizeof(float);
+}
+
+static void plain_block_save(const tern_kv_layer *l, int b, void *dst)
+{
+    const plain_layer *p = (const plain_layer *)l;
+    size_t n = (size_t)block_stride(p);
+    memcpy(dst, p->k + (size_t)b * n, n * sizeof(float));
+    memcpy((float *)dst + n, p->v + (size_t)b * n, n * sizeof(float));
+}
+
+static void plain_block_load(tern_kv_layer *l, int b, const void *src)
+{
+    plain_layer *p = (plain_layer *)l;
+    size_t n = (size_t)block_stride(p);
+    memcpy(p->k + (size_t)b * n, src, n * sizeof(float));
+    memcpy(p->v + (size_t)b * n, (const float *)src + n, n * sizeof(float));
+}
+
 static void plain_destroy(tern_kv_layer *l)
 {
     plain_layer *p = (plain_layer *)l;
@@ -82,7 +103,8 @@ static void plain_destroy(tern_kv_layer *l)
 
 static const tern_kv_vtable plain_vt = {
     plain_signature,   plain_bytes_per_token, plain_write,          plain_copy_block, plain_view,
-    plain_round_begin, plain_round_commit,    plain_round_rollback, plain_destroy,
+    plain_round_begin, plain_round_commit,    plain_round_rollback, plain_block_bytes, plain_block_save,
+    plain_block_load,  plain_destroy,
 };
 
 static float *map_floats(size_t bytes)

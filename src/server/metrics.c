@@ -120,10 +120,22 @@ int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
         "# HELP tern_prompt_cache_evictions_total Cached blocks given back to the pool.\n"
         "# TYPE tern_prompt_cache_evictions_total counter\ntern_prompt_cache_evictions_total %llu\n"
         "# HELP tern_prompt_cache_bytes KV bytes the prompt cache holds.\n"
-        "# TYPE tern_prompt_cache_bytes gauge\ntern_prompt_cache_bytes %.0f\n",
+        "# TYPE tern_prompt_cache_bytes gauge\ntern_prompt_cache_bytes %.0f\n"
+        "# HELP tern_prompt_cache_disk_bytes Bytes of prompt-cache files in --prompt-cache-dir.\n"
+        "# TYPE tern_prompt_cache_disk_bytes gauge\ntern_prompt_cache_disk_bytes %llu\n"
+        "# HELP tern_prompt_cache_disk_files Prompt-cache files known in --prompt-cache-dir.\n"
+        "# TYPE tern_prompt_cache_disk_files gauge\ntern_prompt_cache_disk_files %ld\n"
+        "# HELP tern_prompt_cache_disk_writes_total Prefixes written to disk.\n"
+        "# TYPE tern_prompt_cache_disk_writes_total counter\ntern_prompt_cache_disk_writes_total %llu\n"
+        "# HELP tern_prompt_cache_disk_loads_total Prefixes read back from disk.\n"
+        "# TYPE tern_prompt_cache_disk_loads_total counter\ntern_prompt_cache_disk_loads_total %llu\n"
+        "# HELP tern_prompt_cache_disk_rejected_total Files skipped or failing their checksums.\n"
+        "# TYPE tern_prompt_cache_disk_rejected_total counter\ntern_prompt_cache_disk_rejected_total %llu\n",
         (unsigned long long)es->cache_hits, (unsigned long long)es->cache_misses, (unsigned long long)es->cache_tokens,
         (unsigned long long)es->cache_evictions,
-        (double)es->cache_blocks * es->block_tokens * (double)es->kv_bytes_per_token);
+        (double)es->cache_blocks * es->block_tokens * (double)es->kv_bytes_per_token,
+        (unsigned long long)es->disk_bytes, es->disk_files, (unsigned long long)es->disk_writes,
+        (unsigned long long)es->disk_loads, (unsigned long long)(es->disk_skipped + es->disk_load_failures));
     unsigned long long cum = 0;
     for (int b = 0; b < 14; b++) {
         cum += es->iter_hist[b];

@@ -80,6 +80,26 @@ static tern_status load(srv_ctx *c, const tern_server_opts *o)
     return special_ids(c);
 }
 
+/* What besides the model decides a prompt's tokens: the tokenizer and the
+ * chat template files (a cache on disk is only reused when they match). */
+static uint64_t text_namespace(const char *dir)
+{
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                                        "chat_template.json"};
+    uint64_t h = 1469598103934665603ull;
+    char path[4200];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        int ch;
+        while ((ch = fgetc(f)) != EOF) h = (h ^ (unsigned char)ch) * 1099511628211ull;
+        fclose(f);
+        h = (h ^ i) * 1099511628211ull;
+    }
+    return h;
+}
+
 static tern_status setup(srv_ctx *c, const tern_server_opts *o)
 {
     if (o->chat_template_args && o->chat_template_args[0]) {
@@ -112,6 +132,9 @@ static tern_status setup(srv_ctx *c, const tern_server_opts *o)
     eo.queue_size = o->queue_size;
     eo.prompt_cache_bytes = o->prompt_cache_bytes;
     eo.no_prompt_cache = o->no_prompt_cache;
+    eo.prompt_cache_dir = o->prompt_cache_dir;
+    eo.prompt_cache_disk_bytes = o->prompt_cache_disk_bytes;
+    eo.prompt_cache_namespace = text_namespace(tern_model_dir(c->model));
     return tern_engine_create(c->model, &eo, &c->engine);
 }
 

@@ -180,3 +180,26 @@ def test_prompt_cache_hits_are_exact(srv):
         assert srv.metric("tern_prompt_cache_tokens_total") >= 512
     finally:
         assert cold.stop() == 0
+
+
+def test_prompt_cache_survives_restart(tmp_path):
+    long = "".join(f"def g{i}(x):\n    return x * {i}\n\n" for i in range(30))
+    body = {"prompt": long + "def main():", "max_tokens": 12, "temperature": 0.5, "seed": 3}
+    cache = tmp_path / "kv"
+    a = Server("--prompt-cache-dir", str(cache))
+    try:
+        s, first = a.post("/v1/completions", body)
+        assert s == 200 and first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    finally:
+        assert a.stop() == 0, a.output()
+    assert list(cache.glob("*.tkv")), "nothing written at shutdown"
+    b = Server("--prompt-cache-dir", str(cache))
+    try:
+        assert b.metric("tern_prompt_cache_disk_files") >= 1
+        s, again = b.post("/v1/completions", body)
+        assert s == 200
+        assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= 256
+        assert again["choices"] == first["choices"]
+        assert b.metric("tern_prompt_cache_disk_loads_total") >= 1
+    finally:
+        assert b.stop() == 0, b.output()
