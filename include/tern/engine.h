@@ -60,7 +60,17 @@ typedef struct {
     const char *prompt_cache_dir;     /* borrowed for the create call */
     size_t prompt_cache_disk_bytes;
     uint64_t prompt_cache_namespace;  /* e.g. a hash of the tokenizer and chat template */
+    /* Speculative decoding: a draft source proposes tokens that each row's
+     * next forward verifies with the request's own sampler (lossless). */
+    int draft_kind;          /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM */
+    int num_draft_tokens;    /* most drafted tokens per row and iteration; 0 = 4 */
+    int ngram_min, ngram_max;/* n-gram lookup lengths; 0 = 1 and 4 */
+    int spec_budget;         /* most drafted tokens per iteration over all rows; 0 = 12
+                                (a fuller batch is compute-bound: drafting would slow it) */
 } tern_engine_opts;
+
+enum { TERN_DRAFT_NONE = 0, TERN_DRAFT_NGRAM = 1 };
+enum { TERN_SPEC_POSITIONS = 16 };
 
 typedef struct {
     int max_tokens;            /* > 0; clamped to the context and the pool */
@@ -71,6 +81,7 @@ typedef struct {
     const int32_t *extra_eos;  /* more ids that end generation (copied) */
     int n_extra_eos;
     int ignore_eos;
+    int num_draft_tokens;      /* -1 = the engine's; 0 = no speculation for this request */
 } tern_request_opts;
 
 typedef struct {
@@ -95,6 +106,8 @@ typedef struct {
     double queue_seconds;      /* submit -> admitted */
     double prefill_seconds;    /* admitted -> first token */
     double decode_seconds;     /* first token -> done */
+    long drafted, accepted;    /* speculative tokens proposed / kept (all choices) */
+    long target_calls;         /* forward passes this request took part in */
 } tern_request_result;
 
 typedef struct {
@@ -126,6 +139,8 @@ typedef struct {
     long cache_blocks;
     uint64_t disk_bytes, disk_writes, disk_loads, disk_load_failures, disk_skipped;
     long disk_files;
+    /* Speculation: tokens drafted and accepted at each draft position. */
+    uint64_t spec_drafted[TERN_SPEC_POSITIONS], spec_accepted[TERN_SPEC_POSITIONS];
 } tern_engine_stats;
 
 /* Upper bounds (seconds) of the iteration-time buckets; the last is +inf. */

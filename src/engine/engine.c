@@ -22,6 +22,10 @@ void tern_engine_opts_default(tern_engine_opts *o)
     o->prefill_step = 2048;
     o->prefill_interleave = 256;
     o->queue_size = 64;
+    o->num_draft_tokens = 4;
+    o->ngram_min = 1;
+    o->ngram_max = 4;
+    o->spec_budget = 12;
 }
 
 void tern_request_opts_default(tern_request_opts *o)
@@ -29,6 +33,7 @@ void tern_request_opts_default(tern_request_opts *o)
     memset(o, 0, sizeof *o);
     o->max_tokens = 256;
     o->n = 1;
+    o->num_draft_tokens = -1;
     tern_sampling_params_default(&o->sampling);
 }
 
@@ -67,10 +72,21 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         o.prompt_cache_dir = opts->prompt_cache_dir;
         o.prompt_cache_disk_bytes = opts->prompt_cache_disk_bytes;
         o.prompt_cache_namespace = opts->prompt_cache_namespace;
+        o.draft_kind = opts->draft_kind;
+        if (opts->num_draft_tokens) o.num_draft_tokens = opts->num_draft_tokens;
+        if (opts->ngram_min) o.ngram_min = opts->ngram_min;
+        if (opts->ngram_max) o.ngram_max = opts->ngram_max;
+        if (opts->spec_budget) o.spec_budget = opts->spec_budget;
     }
     if (o.max_batch < 1 || o.max_batch > 1024) return tern_error(TERN_E_RANGE, "engine: max_batch %d out of [1, 1024]", o.max_batch);
     if (o.prefill_step < 1 || o.prefill_interleave < 1) return tern_error(TERN_E_RANGE, "engine: bad prefill step");
     if (o.queue_size < 1) return tern_error(TERN_E_RANGE, "engine: bad queue size");
+    if (o.draft_kind != TERN_DRAFT_NONE && o.draft_kind != TERN_DRAFT_NGRAM)
+        return tern_error(TERN_E_UNSUPPORTED, "engine: unknown draft kind %d", o.draft_kind);
+    if (o.num_draft_tokens < 1 || o.num_draft_tokens > TERN_SPEC_POSITIONS - 1)
+        return tern_error(TERN_E_RANGE, "engine: num_draft_tokens must be in [1, %d]", TERN_SPEC_POSITIONS - 1);
+    if (o.ngram_min < 1 || o.ngram_max < o.ngram_min || o.ngram_max > 64)
+        return tern_error(TERN_E_RANGE, "engine: ngram lengths must satisfy 1 <= min <= max <= 64");
     int ctx = tern_model_max_context(m);
     if (o.max_context <= 0) o.max_context = ctx;
     size_t per_tok = tern_model_kv_bytes_per_token(m);
@@ -97,6 +113,19 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     e->o = o;
     e->vocab = tern_model_vocab_size(m);
     e->eos = tern_model_eos_ids(m, &e->n_eos);
+    e->drafter.vt = &tern_drafter_ngram;
+    e->drafter.ngram_min = o.ngram_min;
+    e->drafter.ngram_max = o.ngram_max;
+    if (o.draft_kind != TERN_DRAFT_NONE) {
+        /* The model gives its token history and nothing else yet. */
+        tern_status ps = tern_drafter_check(&e->drafter, TERN_PORT_TOKENS);
+        if (ps) {
+            pthread_mutex_destroy(&e->mu);
+            pthread_cond_destroy(&e->cv);
+            free(e);
+            return ps;
+        }
+    }
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     tern_status st = tern_model_kv_create(m, o.max_batch, o.max_context, 0, n_blocks, &e->kv);
@@ -105,13 +134,13 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         e->active = calloc(B, sizeof *e->active);
         e->b_rows = calloc(B, sizeof *e->b_rows);
         e->b_ntok = calloc(B, sizeof *e->b_ntok);
-        e->b_out = calloc(B, sizeof *e->b_out);
+        e->spec_rows = calloc(B, sizeof *e->spec_rows);
         e->s_rows = calloc(B, sizeof *e->s_rows);
         e->b_tokens = calloc(T, sizeof *e->b_tokens);
         e->b_want = calloc(T, 1);
-        e->logits = malloc(B * (size_t)e->vocab * sizeof *e->logits);
+        e->logits = malloc((B + TERN_SPEC_POSITIONS) * (size_t)e->vocab * sizeof *e->logits);
         e->pc_blocks = calloc((size_t)(o.max_context / TERN_KV_BLOCK_TOKENS + 1), sizeof *e->pc_blocks);
-        if (!e->active || !e->b_rows || !e->b_ntok || !e->b_out || !e->s_rows || !e->b_tokens || !e->b_want ||
+        if (!e->active || !e->b_rows || !e->b_ntok || !e->spec_rows || !e->s_rows || !e->b_tokens || !e->b_want ||
             !e->logits || !e->pc_blocks)
             st = tern_error(TERN_E_NOMEM, "engine: out of memory");
     }
@@ -200,6 +229,9 @@ void tern_engine_finish_request(tern_engine *e, tern_request *r)
         .queue_seconds = r->t_admit > 0 ? r->t_admit - r->t_submit : now - r->t_submit,
         .prefill_seconds = r->t_first > 0 ? r->t_first - r->t_admit : (r->t_admit > 0 ? now - r->t_admit : 0),
         .decode_seconds = r->t_first > 0 ? now - r->t_first : 0,
+        .drafted = r->drafted,
+        .accepted = r->accepted,
+        .target_calls = r->target_calls,
     };
     if (r->cb.on_done) r->cb.on_done(r->cb.user, &res);
     request_unref(r);
@@ -275,7 +307,7 @@ void tern_engine_free(tern_engine *e)
     free(e->active);
     free(e->b_rows);
     free(e->b_ntok);
-    free(e->b_out);
+    free(e->spec_rows);
     free(e->s_rows);
     free(e->b_tokens);
     free(e->b_want);
@@ -346,6 +378,8 @@ tern_status tern_engine_submit(tern_engine *e, const int32_t *prompt, int n_prom
     r->o = o;
     r->n = o.n;
     r->max_tokens = max_tokens;
+    r->spec = e->o.draft_kind == TERN_DRAFT_NONE ? 0 : o.num_draft_tokens < 0 ? e->o.num_draft_tokens : o.num_draft_tokens;
+    if (r->spec > TERN_SPEC_POSITIONS - 1) r->spec = TERN_SPEC_POSITIONS - 1;
     r->n_prompt = n_prompt;
     if (cb) r->cb = *cb;
     const tern_sampling_params *sp = &o.sampling;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "engine/drafter.h"
 #include "engine/prompt_cache.h"
 #include "kv/kv.h"
 #include "tern/engine.h"
@@ -25,6 +26,10 @@ typedef struct {
     int n_hist;
     tern_sampling_params sp;   /* the request's, with seed + choice */
     int done;
+    /* Speculation: this iteration's draft, and the row's acceptance rate. */
+    int32_t draft[TERN_SPEC_POSITIONS];
+    int n_draft;
+    double accept_rate;
     /* Filled by the parallel sampling phase of an iteration. */
     const float *logits;       /* borrowed row of the iteration's logits */
     float *work, *lp;          /* owned scratch [vocab] each */
@@ -55,6 +60,8 @@ struct tern_request {
     eng_row *rows;             /* owned, [n] */
     tern_finish *finish;       /* owned, [n] */
     int *generated;            /* owned, [n] */
+    long drafted, accepted, target_calls;
+    int spec;                  /* drafted tokens this request may take per row */
     tern_status fail_st;
     char fail_msg[256];
     double t_submit, t_admit, t_first;
@@ -88,8 +95,10 @@ struct tern_engine {
     int *b_rows, *b_ntok;
     int32_t *b_tokens;
     uint8_t *b_want;
-    eng_row **b_out;           /* the row each logits row belongs to */
-    float *logits;             /* [max_batch, vocab] */
+    float *logits;             /* [max_batch + TERN_SPEC_POSITIONS, vocab] */
+    tern_drafter drafter;
+    int spec_count, n_spec;    /* rows verifying a draft this iteration */
+    eng_row **spec_rows;       /* [max_batch] */
     eng_row **s_rows;          /* rows to sample this iteration */
     int n_s;
 };
@@ -101,6 +110,8 @@ void tern_engine_admit(struct tern_engine *e);
 /* Samples every row in e->s_rows in parallel; results land in the rows
  * (engine_sample.c). */
 void tern_engine_sample_rows(struct tern_engine *e);
+/* Samples one row from its logits pointer (engine_sample.c). */
+void tern_engine_sample_one(struct tern_engine *e, eng_row *w);
 /* Calls on_done and drops the engine's reference (engine.c). */
 void tern_engine_finish_request(struct tern_engine *e, struct tern_request *r);
 void tern_request_free_rows(struct tern_engine *e, struct tern_request *r);

@@ -103,6 +103,7 @@ static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps,
         w->n_hist = r->n_prompt;
         w->sp = r->o.sampling;
         w->sp.seed = r->o.sampling.seed + (uint64_t)c;
+        w->accept_rate = 1.0;
     }
     if (e->pc) tern_pcache_note(e->pc, n_cached);
     if (n_cached) {
@@ -234,6 +235,37 @@ static void deliver(tern_engine *e, eng_row *w)
 
 static void record(tern_engine *e, double secs, int T);
 
+/* A speculative row's verify window [pending, d1..dn]: position i's logits
+ * are those a single step would give, so sampling them in order with the
+ * row's own sampler at its own steps gives exactly the plain tokens; the
+ * drafts agree up to the first mismatch, which is where the sampled token
+ * replaces the draft. The KV keeps the pending token and the agreeing
+ * drafts; the rest is rolled back. */
+static void verify(tern_engine *e, eng_row *w)
+{
+    tern_request *r = w->req;
+    const float *base = w->logits;
+    int n = w->n_draft, kept = 0;
+    for (int i = 0; i <= n && !w->done; i++) {
+        w->logits = base + (size_t)i * e->vocab;
+        tern_engine_sample_one(e, w);
+        int agrees = i < n && !w->sample_st && w->tok == w->draft[i];
+        deliver(e, w);
+        if (!agrees) break;
+        kept++;
+    }
+    if (!w->done) tern_kv_round_rollback(e->kv, w->kv_row, 1 + kept);
+    r->drafted += n;
+    r->accepted += kept;
+    w->accept_rate = 0.7 * w->accept_rate + 0.3 * ((double)kept / n);
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < n && i < TERN_SPEC_POSITIONS; i++) {
+        e->stats.spec_drafted[i]++;
+        e->stats.spec_accepted[i] += i < kept;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
 enum { STEP_FACTOR = 2 };
 
 static int prompt_budget(const tern_engine *e)
@@ -333,17 +365,46 @@ int tern_engine_iterate(tern_engine *e)
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
         if (r->state != REQ_DECODE) continue;
+        for (int c = 0; c < r->n; c++) decoding += !r->rows[c].done;
+    }
+    /* Draft depth: the row's own acceptance, and what the iteration can
+     * verify before it turns compute-bound (spec_budget tokens in all). */
+    int spec_left = decoding > 0 ? e->o.spec_budget : 0;
+    e->n_spec = 0;
+    e->n_s = 0;
+    for (int i = 0; i < e->n_active; i++) {
+        tern_request *r = e->active[i];
+        if (r->state != REQ_DECODE) continue;
         for (int c = 0; c < r->n; c++) {
             eng_row *w = &r->rows[c];
             if (w->done) continue;
+            w->n_draft = 0;
+            int room = r->max_tokens - r->generated[c] - 1, depth = r->spec;
+            if (depth > 0) {
+                int share = spec_left / decoding;
+                int want = (int)(depth * w->accept_rate + 0.999);
+                depth = want < 1 ? 1 : want;
+                if (depth > share) depth = share;
+                if (depth > room) depth = room;
+                if (depth > 0)
+                    w->n_draft = e->drafter.vt->draft(&e->drafter, w->hist, w->n_hist, depth, w->draft);
+            }
             e->b_rows[nb] = w->kv_row;
-            e->b_ntok[nb++] = 1;
+            e->b_ntok[nb++] = 1 + w->n_draft;
             e->b_tokens[T] = w->pending;
-            e->b_want[T++] = 1;
-            e->b_out[n_out++] = w;
-            decoding++;
+            memcpy(e->b_tokens + T + 1, w->draft, (size_t)w->n_draft * sizeof *w->draft);
+            memset(e->b_want + T, 1, (size_t)(1 + w->n_draft));
+            T += 1 + w->n_draft;
+            w->logits = e->logits + (size_t)n_out * e->vocab;
+            n_out += 1 + w->n_draft;
+            if (w->n_draft) e->spec_rows[e->n_spec++] = w;
+            else e->s_rows[e->n_s++] = w;
+            r->target_calls++;
         }
     }
+    int spec_rows_kv[e->n_spec > 0 ? e->n_spec : 1];
+    for (int i = 0; i < e->n_spec; i++) spec_rows_kv[i] = e->spec_rows[i]->kv_row;
+    if (e->n_spec) tern_kv_round_begin_rows(e->kv, spec_rows_kv, e->n_spec);
     /* Joiners' prompt chunks, oldest first, within the token budget: the
      * whole prefill step when nothing decodes, else a slice small enough to
      * keep the running streams' step time near twice a decode-only step
@@ -363,8 +424,10 @@ int tern_engine_iterate(tern_engine *e)
         T += chunk;
         if (r->n_fed + chunk == r->n_prompt) {
             e->b_want[T - 1] = 1;
-            e->b_out[n_out++] = &r->rows[0];
+            r->rows[0].logits = e->logits + (size_t)n_out++ * e->vocab;
+            e->s_rows[e->n_s++] = &r->rows[0];
         }
+        r->target_calls++;
     }
     tern_batch b = {nb, e->b_rows, e->b_ntok, e->b_tokens, e->b_want};
     double t0 = tern_now();
@@ -373,6 +436,11 @@ int tern_engine_iterate(tern_engine *e)
         /* Nothing changed (the forward's contract): try again; if it keeps
          * failing, the joiners fail first, then the running rows. */
         for (int i = 0; i < e->n_active; i++) e->active[i]->chunk = 0;
+        if (e->n_spec) {
+            int zero[e->n_spec];
+            memset(zero, 0, sizeof zero);
+            tern_kv_round_end_rows(e->kv, spec_rows_kv, zero, e->n_spec);
+        }
         pthread_mutex_lock(&e->mu);
         e->stats.failures++;
         pthread_mutex_unlock(&e->mu);
@@ -385,11 +453,6 @@ int tern_engine_iterate(tern_engine *e)
         return 1;
     }
     e->fail_streak = 0;
-    e->n_s = 0;
-    for (int i = 0; i < n_out; i++) {
-        e->b_out[i]->logits = e->logits + (size_t)i * e->vocab;
-        e->s_rows[e->n_s++] = e->b_out[i];
-    }
     /* Joiners whose prompt is complete start decoding; their other choices
      * fork from the prompt's blocks and sample from the same logits. */
     for (int i = 0; i < e->n_active; i++) {
@@ -414,6 +477,7 @@ int tern_engine_iterate(tern_engine *e)
     }
     tern_engine_sample_rows(e);
     for (int i = 0; i < e->n_s; i++) deliver(e, e->s_rows[i]);
+    for (int i = 0; i < e->n_spec; i++) verify(e, e->spec_rows[i]);
     double secs = tern_now() - t0;
     if (decoding && T == decoding) ema(&e->ema_decode_s, secs);
     else if (decoding && e->ema_decode_s > 0 && secs > e->ema_decode_s)

@@ -10,7 +10,11 @@
 static void sample_task(void *arg, int i)
 {
     tern_engine *e = arg;
-    eng_row *w = e->s_rows[i];
+    tern_engine_sample_one(e, e->s_rows[i]);
+}
+
+void tern_engine_sample_one(tern_engine *e, eng_row *w)
+{
     int V = e->vocab;
     const tern_request *r = w->req;
     memcpy(w->work, w->logits, (size_t)V * sizeof *w->work);
@@ -33,6 +37,6 @@ static void sample_task(void *arg, int i)
 
 void tern_engine_sample_rows(tern_engine *e)
 {
-    if (e->n_s == 1) sample_task(e, 0);
+    if (e->n_s == 1) tern_engine_sample_one(e, e->s_rows[0]);
     else if (e->n_s > 1) tern_model_parallel(e->m, sample_task, e, e->n_s);
 }

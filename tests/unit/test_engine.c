@@ -12,6 +12,7 @@
 #include "check.h"
 #include "tern/engine.h"
 #include "tern/model.h"
+#include "tern/system.h"
 
 enum { MAXGEN = 48, MAXN = 3, NREQ = 56 };
 
@@ -24,6 +25,7 @@ typedef struct {
     /* results */
     int32_t toks[MAXN][MAXGEN];
     int cached;
+    long drafted, accepted;
     float lps[MAXN][MAXGEN];
     int n_toks[MAXN];
     int stop_after;              /* callback stops choice 0 after this many (0 = never) */
@@ -52,6 +54,8 @@ static void on_done(void *user, const tern_request_result *res)
     pthread_mutex_lock(j->mu);
     j->status = res->status;
     j->cached = res->cached_tokens;
+    j->drafted = res->drafted;
+    j->accepted = res->accepted;
     for (int c = 0; c < res->n; c++) j->finish[c] = res->finish[c];
     j->done = 1;
     pthread_cond_broadcast(j->cv);
@@ -128,13 +132,14 @@ static void make_job(job *j, int i, int vocab, unsigned *s)
     }
 }
 
-static int no_cache;
+static int no_cache, draft_kind;
 
 static tern_engine *engine(tern_model *m, int max_batch, int interleave)
 {
     tern_engine_opts o;
     tern_engine_opts_default(&o);
     o.no_prompt_cache = no_cache;
+    o.draft_kind = draft_kind;
     o.max_batch = max_batch;
     o.prefill_step = 64;
     o.prefill_interleave = interleave;
@@ -201,6 +206,37 @@ static void stress(tern_model *m)
     tern_engine_get_stats(e, &st);
     CHECK(st.running_rows == 0 && st.blocks_used == st.cache_blocks && st.blocks_reserved == 0);
     CHECK(st.iterations > 0 && st.admitted >= NREQ);
+    /* Speculation (n-gram drafts verified in the batch) changes nothing
+     * either: alone, then among the others arriving at random. */
+    draft_kind = TERN_DRAFT_NGRAM;
+    tern_engine *es = engine(m, MAXN, 64);
+    for (int i = 0; i < NREQ; i++) {
+        job one = solo[i];
+        CHECK(submit(es, &one) == TERN_OK);
+        wait_all(&one, 1);
+        CHECK_MSG(same(&one, &solo[i], one.o.n), "request %d differs with speculation, alone", i);
+    }
+    tern_engine_free(es);
+    es = engine(m, 8, 5);
+    memcpy(got, solo, sizeof got);
+    for (int i = 0; i < NREQ; i++) {
+        CHECK(submit(es, &got[i]) == TERN_OK);
+        usleep((useconds_t)(rand_r(&r) % 1500));
+    }
+    wait_all(got, NREQ);
+    long drafted = 0, accepted = 0;
+    for (int i = 0; i < NREQ; i++) {
+        CHECK_MSG(same(&got[i], &solo[i], got[i].o.n), "request %d differs with speculation, batched", i);
+        drafted += got[i].drafted;
+        accepted += got[i].accepted;
+    }
+    CHECK_MSG(drafted > 100 && accepted > 10, "speculation barely ran: %ld drafted, %ld accepted", drafted, accepted);
+    tern_engine_stats ss;
+    tern_engine_get_stats(es, &ss);
+    CHECK(ss.spec_drafted[0] > 0 && ss.spec_accepted[0] <= ss.spec_drafted[0]);
+    CHECK(ss.blocks_used == ss.cache_blocks && ss.blocks_reserved == 0);
+    tern_engine_free(es);
+    draft_kind = TERN_DRAFT_NONE;
     CHECK_MSG(st.peak_rows >= 4, "the requests barely overlapped (peak %d rows)", st.peak_rows);
     tern_engine_free(e);
 }
@@ -338,7 +374,7 @@ static void failures(tern_model *m)
         long total = tern_failpoint_count(sites[si]);
         CHECK(si == 2 ? total > 10 : total >= 1);
         int bad = 0;
-        long step = total > 300 ? total / 300 : 1;
+        long step = total > 150 ? total / 150 : 1;
         for (long n = 1; n <= total + 2; n += step) {
             memcpy(run, ref, sizeof run);
             tern_failpoint_arm(sites[si], n);
@@ -446,11 +482,17 @@ int main(void)
         CHECK_MSG(0, "%s", tern_last_error());
         return check_summary("test_engine");
     }
+    double t0 = tern_now();
     stress(m);
+    double t1 = tern_now();
     admission(m);
     cancel(m);
+    double t2 = tern_now();
     failures(m);
+    double t3 = tern_now();
     prompt_cache(m);
+    fprintf(stderr, "times: stress %.1fs, admission+cancel %.1fs, failures %.1fs, prompt cache %.1fs\n", t1 - t0,
+            t2 - t1, t3 - t2, tern_now() - t3);
     tern_model_free(m);
     return check_summary("test_engine");
 }
