@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
-#include "tern/server.h"
+#include "tern/engine.h"
 #include "tern/model.h"
+#include "tern/server.h"
 
 static void usage(void)
 {
@@ -24,7 +25,8 @@ static void usage(void)
             "       [--prefill-step-size 2048] [--log-level DEBUG|INFO|WARNING|ERROR|CRITICAL]\n"
             "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n"
             "       [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]\n"
-            "       [--prompt-cache-dir DIR] [--prompt-cache-disk-bytes BYTES]\n");
+            "       [--prompt-cache-dir DIR] [--prompt-cache-disk-bytes BYTES]\n"
+            "       [--draft-kind none|ngram] [--num-draft-tokens 4] [--ngram-min 1] [--ngram-max 4]\n");
 }
 
 static int log_level(const char *v)
@@ -40,7 +42,7 @@ int tern_cmd_serve(int argc, char **argv)
     tern_server_opts o;
     tern_server_opts_default(&o);
     static const char *const ignored_valued[] = {"--allowed-origins", "--decode-concurrency", "--prompt-concurrency",
-                                                 "--prompt-cache-size", "--num-draft-tokens",
+                                                 "--prompt-cache-size",
                                                  NULL};
     static const char *const ignored_flags[] = {"--trust-remote-code", "--use-default-chat-template", "--pipeline", NULL};
     static const char *const refused[] = {"--adapter-path", "--draft-model", "--chat-template", NULL};
@@ -74,6 +76,14 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--prefill-interleave")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_interleave);
         else if (!strcmp(a, "--memory-budget")) bad = cli_bytes(a, v, &o.memory_budget);
         else if (!strcmp(a, "--prompt-cache-dir")) o.prompt_cache_dir = v;
+        else if (!strcmp(a, "--draft-kind")) {
+            if (!strcmp(v, "ngram")) o.draft_kind = TERN_DRAFT_NGRAM;
+            else if (!strcmp(v, "none")) o.draft_kind = TERN_DRAFT_NONE;
+            else { fprintf(stderr, "tern serve: --draft-kind must be ngram or none (draft models are not supported yet)\n"); return 2; }
+        }
+        else if (!strcmp(a, "--num-draft-tokens")) bad = cli_int(a, v, 1, 15, &o.num_draft_tokens);
+        else if (!strcmp(a, "--ngram-min")) bad = cli_int(a, v, 1, 64, &o.ngram_min);
+        else if (!strcmp(a, "--ngram-max")) bad = cli_int(a, v, 1, 64, &o.ngram_max);
         else if (!strcmp(a, "--prompt-cache-disk-bytes")) bad = cli_bytes(a, v, &o.prompt_cache_disk_bytes);
         else if (!strcmp(a, "--prompt-cache-bytes")) {
             if (!strcmp(v, "0")) o.no_prompt_cache = 1;

@@ -27,6 +27,7 @@ typedef struct {
     int                 n_xtc_special;
     int                 max_context;
     int                 prefill_step;
+    int                 speculation;  /* a draft source is configured */
     char               *model_id;     /* owned: listed by /v1/models */
     json_t             *template_args;/* owned: --chat-template-args */
     srv_defaults        defaults;

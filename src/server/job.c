@@ -211,6 +211,10 @@ static int finish_choice(gen_job *j, int c, const tern_request_result *res, srv_
         /* mlx_lm.server counts the end-of-sequence token it stopped on. */
         .completion_tokens = res->generated[c] + (res->finish[c] == TERN_FINISH_EOS),
         .cached_tokens = res->cached_tokens,
+        .speculation = j->ctx->speculation,
+        .drafted = res->drafted,
+        .accepted = res->accepted,
+        .target_calls = res->target_calls,
     };
     /* Anthropic reports which stop sequence ended the reply. */
     e.stop_sequence = srv_stop_which(g->pipe.stop);
@@ -337,6 +341,7 @@ int srv_job_submit(srv_ctx *c, srv_request *req, int32_t *ids, int n_ids, int th
     if (!r->has_seed) o.sampling.seed = fresh_seed();
     o.extra_eos = c->eos_extra;
     o.n_extra_eos = c->n_eos_extra;
+    o.num_draft_tokens = r->num_draft_tokens;
     if (atomic_load(&c->stopping)) {
         job_free(j);
         return -2;

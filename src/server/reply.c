@@ -56,10 +56,15 @@ static const char *object_type(const srv_reply *r)
 
 static json_t *usage(const srv_reply_end *e)
 {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", e->prompt_tokens,
-                     "completion_tokens", e->completion_tokens,
-                     "total_tokens", e->prompt_tokens + e->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens", e->cached_tokens);
+    json_t *u = json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", e->prompt_tokens,
+                          "completion_tokens", e->completion_tokens,
+                          "total_tokens", e->prompt_tokens + e->completion_tokens,
+                          "prompt_tokens_details", "cached_tokens", e->cached_tokens);
+    if (u && e->speculation)
+        json_object_set_new(u, "speculation", json_pack("{s:I,s:I,s:I}", "drafted", (json_int_t)e->drafted,
+                                                        "accepted", (json_int_t)e->accepted, "target_calls",
+                                                        (json_int_t)e->target_calls));
+    return u;
 }
 
 /* The envelope mlx_lm.server puts around every choice. */

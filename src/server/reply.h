@@ -39,6 +39,8 @@ typedef struct {
     const char *finish;        /* "stop" | "length" | "tool_calls" */
     const char *stop_sequence; /* the stop string that matched, or NULL */
     int prompt_tokens, completion_tokens, cached_tokens;
+    int  speculation;          /* 1: add usage.speculation */
+    long drafted, accepted, target_calls;
 } srv_reply_end;
 
 int  srv_reply_init(srv_reply *r, srv_api api, int stream, int include_usage, const char *model);

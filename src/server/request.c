@@ -99,7 +99,8 @@ static tern_status parse_sampling(const json_t *b, const srv_defaults *d, srv_re
     if ((st = check_int(b, "top_k", "top_k", d->top_k, 0, INT_MAX, 0, &n))) return st;
     s->top_k = (int)n;
     if ((st = check_num(b, "min_p", d->min_p, 0, 1, &s->min_p))) return st;
-    if ((st = check_int(b, "num_draft_tokens", "num_draft_tokens", 3, 0, INT_MAX, 0, &n))) return st;
+    if ((st = check_int(b, "num_draft_tokens", "num_draft_tokens", -1, 0, 15, 0, &n))) return st;
+    r->num_draft_tokens = (int)n;
     if ((st = check_num(b, "repetition_penalty", 0, 0, HUGE_VAL, &s->repetition_penalty))) return st;
     if ((st = check_int(b, "repetition_context_size", "repetition_context_size", 20, 0, INT_MAX, 0, &n))) return st;
     s->repetition_context_size = (int)n;

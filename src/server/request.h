@@ -43,6 +43,7 @@ typedef struct {
     char   *prompt;           /* text completions */
     int     max_tokens;
     int     n;                /* choices (OpenAI routes; 1 for Anthropic) */
+    int     num_draft_tokens; /* -1 = the server's --num-draft-tokens */
     int     logprobs;         /* bool */
     int     top_logprobs;     /* -1 = unset */
     int     has_seed;

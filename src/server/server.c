@@ -135,6 +135,11 @@ static tern_status setup(srv_ctx *c, const tern_server_opts *o)
     eo.prompt_cache_dir = o->prompt_cache_dir;
     eo.prompt_cache_disk_bytes = o->prompt_cache_disk_bytes;
     eo.prompt_cache_namespace = text_namespace(tern_model_dir(c->model));
+    eo.draft_kind = o->draft_kind;
+    eo.num_draft_tokens = o->num_draft_tokens;
+    eo.ngram_min = o->ngram_min;
+    eo.ngram_max = o->ngram_max;
+    c->speculation = o->draft_kind != TERN_DRAFT_NONE;
     return tern_engine_create(c->model, &eo, &c->engine);
 }
 

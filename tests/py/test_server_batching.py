@@ -203,3 +203,25 @@ def test_prompt_cache_survives_restart(tmp_path):
         assert b.metric("tern_prompt_cache_disk_loads_total") >= 1
     finally:
         assert b.stop() == 0, b.output()
+
+
+def test_speculation_is_lossless():
+    spec = Server("--draft-kind", "ngram", "--num-draft-tokens", "4")
+    plain = Server("--prompt-cache-bytes", "0")
+    try:
+        code = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n"
+        for b in ({"prompt": code, "max_tokens": 48}, {"prompt": code, "max_tokens": 40, "temperature": 0.8, "seed": 4},
+                  {"prompt": code, "max_tokens": 32, "repetition_penalty": 1.1, "logprobs": True, "top_logprobs": 2}):
+            s1, r1 = spec.post("/v1/completions", b)
+            s2, r2 = plain.post("/v1/completions", b)
+            assert s1 == 200 and s2 == 200
+            assert r1["choices"] == r2["choices"]
+            sp = r1["usage"]["speculation"]
+            assert sp["target_calls"] >= 1 and 0 <= sp["accepted"] <= sp["drafted"]
+            assert "speculation" not in r2["usage"]
+        # A request may turn it off for itself.
+        s, r = spec.post("/v1/completions", {"prompt": code, "max_tokens": 8, "num_draft_tokens": 0})
+        assert s == 200 and r["usage"]["speculation"]["drafted"] == 0
+    finally:
+        assert spec.stop() == 0
+        assert plain.stop() == 0
