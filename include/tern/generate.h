@@ -24,6 +24,9 @@ typedef struct {
     const int32_t *extra_eos;  /* borrowed: more ids that end generation */
     int n_extra_eos;
     int ignore_eos;            /* keep generating through end-of-sequence ids */
+    int draft_kind;            /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM (speculative decoding) */
+    int num_draft_tokens;      /* 0 = 4 */
+    int ngram_min, ngram_max;  /* 0 = 1 and 4 */
 } tern_generate_opts;
 
 /* Return 0 to continue, non-zero to stop generation after this token. */
@@ -35,6 +38,7 @@ typedef struct {
     int generated_tokens;
     double prefill_seconds;    /* until the first token was sampled */
     double decode_seconds;     /* the rest */
+    long drafted, accepted, target_calls;   /* speculation (target_calls also without) */
     tern_finish finish;
 } tern_generate_stats;
 

@@ -1,6 +1,7 @@
 /* tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]
  *     [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
  *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]
+ *     [--draft-kind none|ngram] [--num-draft-tokens N] [--ngram-min N] [--ngram-max N] [--stats]
  *
  * Streams the generated text to stdout (or, with --ids-out, prints only the
  * generated ids comma-separated). --chat renders --prompt as one user message
@@ -11,6 +12,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/prompt.h"
+#include "tern/engine.h"
 #include "tern/generate.h"
 #include "tern/model.h"
 #include "tern/tokenizer.h"
@@ -20,7 +22,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]\n"
             "       [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
-            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]\n");
+            "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]\n"
+            "       [--draft-kind none|ngram] [--num-draft-tokens N] [--ngram-min N] [--ngram-max N] [--stats]\n");
 }
 
 typedef struct {
@@ -45,7 +48,7 @@ static int on_token(void *user, const tern_token_event *ev)
 int tern_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL;
-    int chat = 0, ids_out = 0;
+    int chat = 0, ids_out = 0, want_stats = 0;
     tern_model_opts mo = {0};
     tern_generate_opts go;
     tern_generate_opts_default(&go);
@@ -54,6 +57,7 @@ int tern_cmd_generate(int argc, char **argv)
         if (!strcmp(a, "--chat")) { chat = 1; continue; }
         if (!strcmp(a, "--ids-out")) { ids_out = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) { go.ignore_eos = 1; continue; }
+        if (!strcmp(a, "--stats")) { want_stats = 1; continue; }
         if (!strcmp(a, "--help")) { usage(); return 0; }
         if (!(v = cli_value(argc, argv, i))) return 2;
         i++;
@@ -72,6 +76,14 @@ int tern_cmd_generate(int argc, char **argv)
         else if (!strcmp(a, "--prefill-chunk")) bad = cli_int(a, v, 1, 1 << 20, &go.prefill_chunk);
         else if (!strcmp(a, "--precision")) bad = cli_precision(a, v, &mo.precision);
         else if (!strcmp(a, "--weights")) bad = cli_weights(a, v, &mo.weights);
+        else if (!strcmp(a, "--draft-kind")) {
+            if (!strcmp(v, "ngram")) go.draft_kind = TERN_DRAFT_NGRAM;
+            else if (!strcmp(v, "none")) go.draft_kind = TERN_DRAFT_NONE;
+            else { fprintf(stderr, "tern generate: --draft-kind must be ngram or none (draft models are not supported yet)\n"); return 2; }
+        }
+        else if (!strcmp(a, "--num-draft-tokens")) bad = cli_int(a, v, 1, 15, &go.num_draft_tokens);
+        else if (!strcmp(a, "--ngram-min")) bad = cli_int(a, v, 1, 64, &go.ngram_min);
+        else if (!strcmp(a, "--ngram-max")) bad = cli_int(a, v, 1, 64, &go.ngram_max);
         else { fprintf(stderr, "tern generate: unknown option %s\n", a); usage(); return 2; }
         if (bad) return 2;
     }
@@ -91,10 +103,10 @@ int tern_cmd_generate(int argc, char **argv)
         if (!ids_out && tern_detok_create(tok, 1, &out.detok)) goto fail;
     }
     if (prompt && cli_prompt_ids(tern_model_dir(m), tok, prompt, chat, &ids, &n)) goto fail;
+    tern_generate_stats stats;
     if (tok) {
         int32_t eos = tern_tokenizer_eos_id(tok);
         if (eos >= 0) { go.extra_eos = &eos; go.n_extra_eos = 1; }
-        tern_generate_stats stats;
         if (tern_generate(m, ids, n, &go, on_token, &out, &stats)) goto fail;
         if (out.detok) {
             char *rest = NULL;
@@ -107,10 +119,17 @@ int tern_cmd_generate(int argc, char **argv)
                 stats.prompt_tokens / (stats.prefill_seconds > 0 ? stats.prefill_seconds : 1e-9), stats.generated_tokens,
                 stats.generated_tokens > 1 ? (stats.generated_tokens - 1) / stats.decode_seconds : 0.0);
     } else {
-        tern_generate_stats stats;
         if (tern_generate(m, ids, n, &go, on_token, &out, &stats)) goto fail;
         fputc('\n', stdout);
     }
+    if (want_stats)
+        fprintf(stderr,
+                "{\"prompt_tokens\": %d, \"generated_tokens\": %d, \"prefill_tps\": %.3f, \"decode_tps\": %.3f, "
+                "\"drafted\": %ld, \"accepted\": %ld, \"target_calls\": %ld}\n",
+                stats.prompt_tokens, stats.generated_tokens,
+                stats.prefill_seconds > 0 ? stats.prompt_tokens / stats.prefill_seconds : 0.0,
+                stats.generated_tokens > 1 && stats.decode_seconds > 0 ? (stats.generated_tokens - 1) / stats.decode_seconds : 0.0,
+                stats.drafted, stats.accepted, stats.target_calls);
     rc = 0;
     goto done;
 fail:

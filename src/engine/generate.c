@@ -40,6 +40,9 @@ static void on_done(void *user, const tern_request_result *res)
     s->prefill_seconds = res->prefill_seconds;
     s->decode_seconds = res->decode_seconds;
     s->finish = res->finish[0];
+    s->drafted = res->drafted;
+    s->accepted = res->accepted;
+    s->target_calls = res->target_calls;
     w->st = res->status;
     if (res->status) snprintf(w->msg, sizeof w->msg, "%s", res->error);
     pthread_mutex_lock(&w->mu);
@@ -67,6 +70,10 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
     eo.kv_tokens = total;
     eo.queue_size = 1;
     eo.no_prompt_cache = 1;   /* one request: nothing to share */
+    eo.draft_kind = o->draft_kind;
+    eo.num_draft_tokens = o->num_draft_tokens;
+    eo.ngram_min = o->ngram_min;
+    eo.ngram_max = o->ngram_max;
     /* A generation may run past the model's declared context when asked to
      * (as the serial loop always allowed); the pool is sized for it. */
     eo.max_context = total + 1 > ctx ? (int)(total + 1) : ctx;
