@@ -1,0 +1,178 @@
+/* Per-row ops: RMSNorm, rotary embedding (also fused with the per-head
+ * q/k norm), SwiGLU's silu * up, residual add, embedding gather.
+ *
+ * Products and sums that the CPU reference writes as separate operations use
+ * the non-contracting intrinsics (__fmul_rn, __fadd_rn, ...) so that they
+ * round the same way as there. Reductions (the RMS) have an order fixed by
+ * the row width alone. */
+#include "backend/cuda/common.cuh"
+
+enum { ROW_BLOCK = 256, WARP_ROW_MAX = 1024, HEAD_MAX = 256 };
+
+/* Sum of squares of x[0..d) by one warp: lane l adds x[l], x[l+32], ... in
+ * order, then the fixed butterfly. Used for d <= WARP_ROW_MAX. */
+__device__ __forceinline__ float warp_sumsq(const float *x, int d, int lane)
+{
+    float s = 0.0f;
+    for (int i = lane; i < d; i += 32) s = fmaf(x[i], x[i], s);
+    return warp_sum(s);
+}
+
+__device__ __forceinline__ float rms_inv(float ss, int d, float eps)
+{
+    return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, (float)d), eps));
+}
+
+/* Wide rows: one block of ROW_BLOCK threads per row; thread t adds the
+ * elements t, t+256, ... in order, warps combine by butterfly, and warp 0
+ * adds the 8 warp sums in order. */
+__global__ void rmsnorm_block_kernel(const float *x, float *y, int d, const void *__restrict__ w,
+                                     tern_dtype wdt, float eps)
+{
+    __shared__ float part[ROW_BLOCK / 32];
+    __shared__ float inv_s;
+    wait_prior_grid();
+    const float *xr = x + (long)blockIdx.x * d;
+    float *yr = y + (long)blockIdx.x * d;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < d; i += ROW_BLOCK) s = fmaf(xr[i], xr[i], s);
+    s = warp_sum(s);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int i = 0; i < ROW_BLOCK / 32; i++) t = __fadd_rn(t, part[i]);
+        inv_s = rms_inv(t, d, eps);
+    }
+    __syncthreads();
+    float inv = inv_s;
+    for (int i = threadIdx.x; i < d; i += ROW_BLOCK) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), weight_at(w, wdt, i));
+}
+
+/* Narrow rows: one warp per row, four rows per block. */
+__global__ void rmsnorm_warp_kernel(const float *x, float *y, int n, int d, const void *__restrict__ w,
+                                    tern_dtype wdt, float eps)
+{
+    wait_prior_grid();
+    int r = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (r >= n) return;
+    const float *xr = x + (long)r * d;
+    float *yr = y + (long)r * d;
+    float inv = rms_inv(warp_sumsq(xr, d, lane), d, eps);
+    for (int i = lane; i < d; i += 32) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), weight_at(w, wdt, i));
+}
+
+extern "C" tern_status tern_cuda_rmsnorm(tern_cuda *c, const float *d_x, float *d_y, int n, int d, const void *d_w,
+                                         tern_dtype wdt, float eps)
+{
+    if (n <= 0) return TERN_OK;
+    if (d > WARP_ROW_MAX)
+        return launch(c, "rmsnorm", rmsnorm_block_kernel, dim3(n), dim3(ROW_BLOCK), 0, d_x, d_y, d, d_w, wdt, eps);
+    return launch(c, "rmsnorm", rmsnorm_warp_kernel, dim3((n + 3) / 4), dim3(128), 0, d_x, d_y, n, d, d_w, wdt, eps);
+}
+
+/* Rotates v[0..half) against v[half..2*half) with the row cs of the table. */
+__device__ __forceinline__ void rope_pair(float *v, int i, int half, const float *cs)
+{
+    float a = v[i], b = v[i + half], co = cs[i], si = cs[half + i];
+    v[i] = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
+    v[i + half] = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
+}
+
+/* One warp per (token, head): optional RMSNorm of the head in shared
+ * memory, then rope on it, then the write back. */
+__global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                                      const void *__restrict__ w, tern_dtype wdt, float eps,
+                                      const float *__restrict__ cs, const int *__restrict__ pos)
+{
+    __shared__ float buf[4][HEAD_MAX];
+    wait_prior_grid();
+    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+    if (item >= n * n_heads) return;
+    int t = item / n_heads;
+    float *v = x + (long)t * ldx + (long)(item % n_heads) * head_dim;
+    float *b = buf[wi];
+    if (w) {
+        float inv = rms_inv(warp_sumsq(v, head_dim, lane), head_dim, eps);
+        for (int i = lane; i < head_dim; i += 32) b[i] = __fmul_rn(__fmul_rn(v[i], inv), weight_at(w, wdt, i));
+    } else {
+        for (int i = lane; i < head_dim; i += 32) b[i] = v[i];
+    }
+    __syncwarp();
+    if (cs) {
+        int half = rope_dim / 2;
+        const float *row = cs + (long)pos[t] * rope_dim;
+        for (int i = lane; i < half; i += 32) rope_pair(b, i, half, row);
+        __syncwarp();
+    }
+    for (int i = lane; i < head_dim; i += 32) v[i] = b[i];
+}
+
+extern "C" tern_status tern_cuda_head_norm_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim,
+                                                int rope_dim, const void *d_w, tern_dtype wdt, float eps,
+                                                const float *d_cs, const int *d_pos)
+{
+    if (head_dim > HEAD_MAX || rope_dim > head_dim || rope_dim % 2)
+        return tern_error(TERN_E_UNSUPPORTED, "cuda rope: head_dim %d / rope_dim %d (head_dim at most %d)", head_dim,
+                          rope_dim, HEAD_MAX);
+    if (n <= 0) return TERN_OK;
+    long items = (long)n * n_heads;
+    return launch(c, "head_norm_rope", head_norm_rope_kernel, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_x, ldx, n,
+                  n_heads, head_dim, rope_dim, d_w, wdt, eps, d_cs, d_pos);
+}
+
+extern "C" tern_status tern_cuda_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                                      const float *d_cs, const int *d_pos)
+{
+    return tern_cuda_head_norm_rope(c, d_x, ldx, n, n_heads, head_dim, rope_dim, NULL, TERN_DT_F32, 0.0f, d_cs, d_pos);
+}
+
+__global__ void silu_mul_kernel(float *g, const float *__restrict__ u, long count)
+{
+    wait_prior_grid();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
+        float a = g[i];
+        g[i] = a / (1.0f + expf(-a)) * u[i];
+    }
+}
+
+__global__ void add_kernel(float *y, const float *__restrict__ x, long count)
+{
+    wait_prior_grid();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x)
+        y[i] = __fadd_rn(y[i], x[i]);
+}
+
+static unsigned elt_blocks(long count)
+{
+    long b = (count + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
+}
+
+extern "C" tern_status tern_cuda_silu_mul(tern_cuda *c, float *d_g, const float *d_u, long count)
+{
+    if (count <= 0) return TERN_OK;
+    return launch(c, "silu_mul", silu_mul_kernel, dim3(elt_blocks(count)), dim3(256), 0, d_g, d_u, count);
+}
+
+extern "C" tern_status tern_cuda_add(tern_cuda *c, float *d_y, const float *d_x, long count)
+{
+    if (count <= 0) return TERN_OK;
+    return launch(c, "add", add_kernel, dim3(elt_blocks(count)), dim3(256), 0, d_y, d_x, count);
+}
+
+__global__ void embed_kernel(const int32_t *__restrict__ ids, const void *__restrict__ table, tern_dtype dt, int d,
+                             float *__restrict__ out)
+{
+    wait_prior_grid();
+    long row = ids[blockIdx.x];
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        out[(long)blockIdx.x * d + i] = weight_at(table, dt, row * d + i);
+}
+
+extern "C" tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const void *d_table, tern_dtype dt,
+                                       int d, float *d_out)
+{
+    if (n <= 0) return TERN_OK;
+    return launch(c, "embed", embed_kernel, dim3(n), dim3(256), 0, d_ids, d_table, dt, d, d_out);
+}
