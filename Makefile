@@ -39,6 +39,7 @@ CUDA    ?= $(if $(NVCC),1,0)
 ifeq ($(CUDA),1)
   CUDA_HOME   := $(patsubst %/bin/,%,$(dir $(NVCC)))
   NVCCFLAGS   := -arch=sm_90 -O3 -std=c++17 -lineinfo -Iinclude -Isrc -Xcompiler -fPIC,-Wall,-Wno-unused-parameter,-Wno-format-truncation
+  NVCCFLAGS   += $(NVCC_EXTRA)
   CU_SRC      := $(sort $(wildcard src/backend/cuda/*.cu))
   CU_OBJ      := $(CU_SRC:%.cu=$(B)/obj/%.o)
   CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,--as-needed -lcublas -Wl,--no-as-needed -lcudart_static -ldl -lrt -lstdc++

@@ -36,6 +36,7 @@ typedef struct {
     int *pos, *tok_row;                 /* [max_t] */
     tern_cuda_attn_row *rows;           /* [n_layers]: one row per layer */
     void *part, *tmp;
+    unsigned *count;
     tern_cuda_mm_path path;
 } model;
 
@@ -107,6 +108,8 @@ static int build(model *m)
     TRY(tern_cuda_memset(c, m->tok_row, 0, (size_t)T * 4));
     TRY(tern_cuda_alloc(c, (size_t)m->n_layers * sizeof *m->rows, (void **)&m->rows));
     TRY(tern_cuda_alloc(c, tern_cuda_attention_tmp_bytes(T, CAP, H, HD), &m->part));
+    TRY(tern_cuda_alloc(c, tern_cuda_attention_count_bytes(T, HK), (void **)&m->count));
+    TRY(tern_cuda_memset(c, m->count, 0, tern_cuda_attention_count_bytes(T, HK)));
     TRY(tern_cuda_alloc(c, tern_cuda_matmul_tmp_bytes(TERN_CUDA_MM_CUBLAS, T, F, D) + 16, &m->tmp));
     return tern_cuda_sync(c) ? fail("building the model") : 0;
 }
@@ -146,12 +149,10 @@ static int forward(model *m, int T)
         layer *l = &m->l[i];
         TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->attn_norm, TERN_DT_BF16, 1e-6f));
         TRY(tern_cuda_matmul(c, act, m->path, m->xn, T, D, l->wqkv, TERN_DT_BF16, QKV, m->qkv, QKV, 0, m->tmp));
-        TRY(tern_cuda_head_norm_rope(c, m->qkv, QKV, T, H, HD, HD, l->q_norm, TERN_DT_BF16, 1e-6f, m->cs, m->pos));
-        TRY(tern_cuda_head_norm_rope(c, m->qkv + H * HD, QKV, T, HK, HD, HD, l->k_norm, TERN_DT_BF16, 1e-6f, m->cs,
-                                     m->pos));
-        TRY(tern_cuda_kv_write(c, m->rows + i, m->tok_row, T, HK, HD, m->qkv + H * HD, m->qkv + (H + HK) * HD, QKV));
+        TRY(tern_cuda_qkv_rope_store(c, m->qkv, QKV, T, H, HK, HD, HD, l->q_norm, l->k_norm, TERN_DT_BF16, 1e-6f, m->cs,
+                                     m->rows + i, m->tok_row));
         TRY(tern_cuda_attention(c, m->rows + i, m->tok_row, T, CAP, H, HK, HD, 1.0f / sqrtf((float)HD), m->qkv, QKV,
-                                m->att, m->part));
+                                m->att, m->part, m->count));
         TRY(tern_cuda_matmul(c, act, m->path, m->att, T, H * HD, l->wo, TERN_DT_BF16, D, m->x, D, 1, m->tmp));
         TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->ffn_norm, TERN_DT_BF16, 1e-6f));
         if (m->path == TERN_CUDA_MM_CUBLAS && T > TERN_CUDA_GEMV_MAX_M) {

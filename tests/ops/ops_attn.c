@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/ops.h"
 #include "ops_harness.h"
 
 typedef struct {
@@ -35,14 +36,15 @@ static int gpu_attention(attn_setup *a, const tern_cuda_attn_row *rows, int n, c
     int *dtok = ops_dev(tok, (size_t)total * sizeof *tok);
     size_t pb = tern_cuda_attention_tmp_bytes(total, max_len, a->H, a->hd);
     void *dpart = ops_dev_zero(pb);
+    unsigned *dcount = ops_dev_zero(tern_cuda_attention_count_bytes(total, a->Hk));
     float *dout = ops_dev_zero((size_t)total * a->H * a->hd * 4);
     float scale = 1.0f / sqrtf((float)a->hd);
     int ok = ops_ok(tern_cuda_attention(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale, dq,
-                                        (long)a->H * a->hd, dout, dpart),
+                                        (long)a->H * a->hd, dout, dpart, dcount),
                     "attention");
     if (ok) ops_get(out, dout, (size_t)total * a->H * a->hd * 4);
     tern_cuda_free(ops_cuda, drows); tern_cuda_free(ops_cuda, dtok);
-    tern_cuda_free(ops_cuda, dpart); tern_cuda_free(ops_cuda, dout);
+    tern_cuda_free(ops_cuda, dpart); tern_cuda_free(ops_cuda, dout); tern_cuda_free(ops_cuda, dcount);
     free(tok);
     return ok;
 }
@@ -161,8 +163,70 @@ out:
     free(cpu); free(want); free(got); free(newk); free(newv);
 }
 
+/* The fused prologue against its unfused parts: q/k norm + rope in place,
+ * k and v stored in the caches (rows of 3 and 1 tokens). */
+static void qkv_prologue_case(int H, int HK, int hd)
+{
+    char name[120];
+    snprintf(name, sizeof name, "qkv_rope_store H=%d HK=%d hd=%d", H, HK, hd);
+    int n = 4, cap = 64, n_pos = 128;
+    long ld = (long)(H + 2 * HK) * hd + 8, hs = (long)cap * hd;
+    float *qkv = malloc((size_t)n * ld * 4), *cs = malloc((size_t)n_pos * hd * 4), *qn = malloc((size_t)hd * 4);
+    float *kn = malloc((size_t)hd * 4), *inv = malloc((size_t)hd / 2 * 4);
+    int *all = malloc((size_t)n_pos * 4);
+    ops_fill(qkv, (long)n * ld, 77u, 2.0f);
+    ops_fill(qn, hd, 78u, 1.5f);
+    ops_fill(kn, hd, 79u, 1.5f);
+    for (int i = 0; i < hd / 2; i++) inv[i] = powf(10000.0f, -2.0f * i / hd);
+    for (int p = 0; p < n_pos; p++) all[p] = p;
+    tern_cpu_rope_table(n_pos, hd, all, inv, 1.0f, cs);
+    float *dcs = ops_dev(cs, (size_t)n_pos * hd * 4), *dqn = ops_dev(qn, (size_t)hd * 4), *dkn = ops_dev(kn, (size_t)hd * 4);
+    float *cache[2][2], *qkvd[2];
+    tern_cuda_attn_row rows[2][2];
+    for (int v = 0; v < 2; v++) {
+        qkvd[v] = ops_dev(qkv, (size_t)n * ld * 4);
+        for (int r = 0; r < 2; r++) {
+            cache[v][r] = ops_dev_zero((size_t)2 * HK * hs * 4);
+            rows[v][r] = (tern_cuda_attn_row){cache[v][r], cache[v][r] + HK * hs, hs, r ? 40 : 9, r ? 1 : 3, r ? 3 : 0, 0};
+        }
+    }
+    int tok[4] = {0, 0, 0, 1}, pos[4] = {6, 7, 8, 39};
+    int *dtok = ops_dev(tok, sizeof tok), *dpos = ops_dev(pos, sizeof pos);
+    tern_cuda_attn_row *dr0 = ops_dev(rows[0], sizeof rows[0]), *dr1 = ops_dev(rows[1], sizeof rows[1]);
+    int ok = ops_ok(tern_cuda_qkv_rope_store(ops_cuda, qkvd[0], ld, n, H, HK, hd, hd, dqn, dkn, TERN_DT_F32, 1e-6f, dcs,
+                                             dr0, dtok), name) &&
+             ops_ok(tern_cuda_head_norm_rope(ops_cuda, qkvd[1], ld, n, H, hd, hd, dqn, TERN_DT_F32, 1e-6f, dcs, dpos), name) &&
+             ops_ok(tern_cuda_head_norm_rope(ops_cuda, qkvd[1] + (long)H * hd, ld, n, HK, hd, hd, dkn, TERN_DT_F32, 1e-6f,
+                                             dcs, dpos), name) &&
+             ops_ok(tern_cuda_kv_write(ops_cuda, dr1, dtok, n, HK, hd, qkvd[1] + (long)H * hd,
+                                       qkvd[1] + (long)(H + HK) * hd, ld), name);
+    if (ok) {
+        long nb = (long)n * ld + 2L * 2 * HK * hs;
+        float *a = malloc((size_t)nb * 4), *b = malloc((size_t)nb * 4);
+        ops_get(a, qkvd[0], (size_t)n * ld * 4);
+        ops_get(b, qkvd[1], (size_t)n * ld * 4);
+        for (int r = 0; r < 2; r++) {
+            ops_get(a + n * ld + r * 2 * HK * hs, cache[0][r], (size_t)2 * HK * hs * 4);
+            ops_get(b + n * ld + r * 2 * HK * hs, cache[1][r], (size_t)2 * HK * hs * 4);
+        }
+        char n2[160];
+        snprintf(n2, sizeof n2, "%s == norm/rope, norm/rope, kv_write", name);
+        ops_same(n2, a, b, nb);
+        free(a); free(b);
+    }
+    for (int v = 0; v < 2; v++) {
+        tern_cuda_free(ops_cuda, qkvd[v]);
+        for (int r = 0; r < 2; r++) tern_cuda_free(ops_cuda, cache[v][r]);
+    }
+    tern_cuda_free(ops_cuda, dcs); tern_cuda_free(ops_cuda, dqn); tern_cuda_free(ops_cuda, dkn);
+    tern_cuda_free(ops_cuda, dtok); tern_cuda_free(ops_cuda, dpos); tern_cuda_free(ops_cuda, dr0); tern_cuda_free(ops_cuda, dr1);
+    free(qkv); free(cs); free(qn); free(kn); free(inv); free(all);
+}
+
 void ops_attention(void)
 {
+    qkv_prologue_case(8, 2, 128);
+    qkv_prologue_case(4, 4, 64);
     static const row_shape mixed[] = {{1, 1}, {300, 1}, {77, 77}, {600, 5}, {130, 64}};
     static const row_shape one_long[] = {{4100, 1}};
     static const row_shape prefill[] = {{512, 512}};

@@ -144,17 +144,30 @@ tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const voi
 
 /* ---- attention ---------------------------------------------------------- */
 
+typedef struct tern_cuda_attn_row tern_cuda_attn_row;
+
 /* One row (sequence) of an attention call, in device memory so that graph
  * replays read the current lengths. Keys and values are float32 head-major:
  * k[head * head_stride + pos * head_dim + d] (the CPU's tern_kv_view). */
-typedef struct {
+struct tern_cuda_attn_row {
     float *k, *v;
     long head_stride;
     int len;        /* keys including this call's new tokens */
     int n_q;        /* new tokens: query i sits at position len - n_q + i */
     int q0;         /* index of the row's first query in q/out */
     int pad;
-} tern_cuda_attn_row;
+};
+
+/* The attention prologue of a fused qkv output [n, ld] (per token: n_heads
+ * query heads, then n_kv_heads keys, then n_kv_heads values, head_dim each):
+ * q and k heads get their RMSNorm (d_qnorm / d_knorm, NULL for none) and
+ * rope at their row's position (table as tern_cuda_rope), in place; keys and
+ * values are stored in their row's cache. Bit-identical to
+ * tern_cuda_head_norm_rope on q and on k, then tern_cuda_kv_write. */
+tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads, int n_kv_heads,
+                                     int head_dim, int rope_dim, const void *d_qnorm, const void *d_knorm,
+                                     tern_dtype wdt, float eps, const float *d_cs, const tern_cuda_attn_row *d_rows,
+                                     const int *d_tok_row);
 
 /* Writes the n_q new keys and values of every row (k, v [total_q,
  * n_kv_heads*head_dim], token t of row r at index q0 + i) at positions
@@ -170,12 +183,17 @@ tern_status tern_cuda_kv_write(tern_cuda *c, const tern_cuda_attn_row *d_rows, c
  * run in parallel, then combine in split order), so a query's result depends
  * only on its own row and position. q has ldq floats between tokens, out
  * is [total_q, n_heads*head_dim]. max_len bounds every row's len (it sizes
- * the grid); d_part: workspace of tern_cuda_attention_tmp_bytes. */
-enum { TERN_CUDA_ATTN_SPLIT = 64 };
+ * the grid); d_part: scratch of tern_cuda_attention_tmp_bytes; d_count:
+ * tern_cuda_attention_count_bytes of counters, zeroed once before the first
+ * call (each call leaves them at zero; a buffer sized for the largest
+ * total_q serves every call). */
+enum { TERN_CUDA_ATTN_SPLIT = 32 };
 tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                 int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
-                                float scale, const float *d_q, long ldq, float *d_out, void *d_part);
+                                float scale, const float *d_q, long ldq, float *d_out, void *d_part,
+                                unsigned *d_count);
 size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
+size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
 
 /* ---- test data and bandwidth -------------------------------------------- */
 

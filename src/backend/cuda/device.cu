@@ -34,6 +34,7 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     if (!c) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
     c->device = device;
     c->pdl = 1;
+    c->sms = p.multiProcessorCount;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||

@@ -8,7 +8,11 @@
  * 16-byte chunks l, l+32, l+64, ... of the row and accumulates them in that
  * order, element by element with fmaf; the 32 lane sums are then combined by
  * a fixed butterfly. The operations behind y[m, n] therefore depend only on
- * K, row m of x and w[n], never on M or the other rows (batch invariance). */
+ * K, row m of x and w[n], never on M or the other rows (batch invariance).
+ *
+ * The grid is at most one wave (as many blocks as fit on the device at once)
+ * and warps stride over the rows. Which warp computes a row never changes
+ * its arithmetic. */
 #include "backend/cuda/common.cuh"
 
 enum { GEMV_WARPS = 4, GEMV_UNROLL = 8 };
@@ -37,36 +41,42 @@ __device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx,
     }
 }
 
-/* Dot products of one weight row with M rows of x; returns in acc (lane 0
- * holds the final sums, as do all lanes). */
-template <typename WT, int M, bool RND>
-__device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, const void *__restrict__ wrow,
-                                         int lane, int m_count, float *acc)
+/* Dot products of R weight rows with M rows of x: acc[r*M + m]. All lanes
+ * end with the final sums. The R rows' loads are interleaved so that R*U
+ * 16-byte loads per lane are in flight; each row's sums are formed in the
+ * same order whatever R and U. */
+template <typename WT, int M, bool RND, int R, int U>
+__device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, const void *const *wrows, int lane,
+                                         int m_count, float *acc)
 {
     constexpr int P = WT::PER16;
     const int nchunks = K / P;
-    const uint4 *wp = reinterpret_cast<const uint4 *>(wrow);
 #pragma unroll
-    for (int m = 0; m < M; m++) acc[m] = 0.0f;
-    for (int base = lane; base < nchunks; base += 32 * GEMV_UNROLL) {
-        uint4 wv[GEMV_UNROLL];
+    for (int i = 0; i < R * M; i++) acc[i] = 0.0f;
+    for (int base = lane; base < nchunks; base += 32 * U) {
+        uint4 wv[R][U];
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
             int ch = base + 32 * u;
-            if (ch < nchunks) wv[u] = ld_stream16(wp + ch);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (ch < nchunks) wv[r][u] = ld_stream16(reinterpret_cast<const uint4 *>(wrows[r]) + ch);
         }
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
             int ch = base + 32 * u;
             if (ch < nchunks) {
-                float wf[P];
-                WT::unpack(wv[u], wf);
-                chunk_fma<M, P, RND>(x, K, ch * P, wf, acc, m_count);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float wf[P];
+                    WT::unpack(wv[r][u], wf);
+                    chunk_fma<M, P, RND>(x, K, ch * P, wf, acc + r * M, m_count);
+                }
             }
         }
     }
 #pragma unroll
-    for (int m = 0; m < M; m++) acc[m] = warp_sum(acc[m]);
+    for (int i = 0; i < R * M; i++) acc[i] = warp_sum(acc[i]);
 }
 
 template <typename WT, int M, bool RND>
@@ -75,26 +85,21 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
                                                                float *__restrict__ y, int ldy, int accumulate)
 {
     int lane = threadIdx.x & 31;
-    int n = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    /* Weights depend on no earlier kernel: warm the first chunks of this
-     * row into L2 before waiting for x. */
-    if (n < N) {
-        const char *wr = (const char *)w + (size_t)n * K * (16 / WT::PER16);
-        size_t row_bytes = (size_t)K * (16 / WT::PER16);
-        for (size_t off = (size_t)lane * 128; off < row_bytes && off < 32 * 128; off += 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + off));
-    }
+    int n0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    size_t row_bytes = (size_t)K * (16 / WT::PER16);
     wait_prior_grid();
-    if (n >= N) return;
-    float acc[M];
-    row_dots<WT, M, RND>(x, K, (const char *)w + (size_t)n * K * (16 / WT::PER16), lane, m_count, acc);
-    if (lane == 0) {
+    for (int n = n0; n < N; n += stride) {
+        float acc[M];
+        const void *wr[1] = {(const char *)w + (size_t)n * row_bytes};
+        row_dots<WT, M, RND, 1, GEMV_UNROLL>(x, K, wr, lane, m_count, acc);
+        if (lane == 0) {
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            if (m < m_count) {
-                float *yp = y + (long)m * ldy + n;
-                *yp = accumulate ? *yp + acc[m] : acc[m];
-            }
+            for (int m = 0; m < M; m++)
+                if (m < m_count) {
+                    float *yp = y + (long)m * ldy + n;
+                    *yp = accumulate ? *yp + acc[m] : acc[m];
+                }
+        }
     }
 }
 
@@ -108,18 +113,57 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
                                                                   float *__restrict__ h)
 {
     int lane = threadIdx.x & 31;
-    int n = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    int n0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    size_t row_bytes = (size_t)K * (16 / WT::PER16);
     wait_prior_grid();
-    if (n >= F) return;
-    size_t row = (size_t)n * K * (16 / WT::PER16);
-    float g[M], u[M];
-    row_dots<WT, M, RND>(x, K, (const char *)wg + row, lane, m_count, g);
-    row_dots<WT, M, RND>(x, K, (const char *)wu + row, lane, m_count, u);
-    if (lane == 0) {
+    for (int n = n0; n < F; n += stride) {
+        float gu[2 * M];
+        const void *wr[2] = {(const char *)wg + (size_t)n * row_bytes, (const char *)wu + (size_t)n * row_bytes};
+        row_dots<WT, M, RND, 2, GEMV_UNROLL / 2>(x, K, wr, lane, m_count, gu);
+        if (lane == 0) {
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            if (m < m_count) h[(long)m * F + n] = silu_mul_1(g[m], u[m]);
+            for (int m = 0; m < M; m++)
+                if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[m], gu[M + m]);
+        }
     }
+}
+
+/* Resident blocks per multiprocessor of each kernel, asked once. */
+static int blocks_per_sm(const void *kernel)
+{
+    enum { SLOTS = 64 };
+    static const void *fn[SLOTS];
+    static int n[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        if (fn[i] == kernel) return n[i];
+        if (!fn[i]) {
+            int b = 0;
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, GEMV_WARPS * 32, 0) != cudaSuccess || b < 1) {
+                cudaGetLastError();
+                b = 1;
+            }
+            n[i] = b;
+            fn[i] = kernel;
+            return b;
+        }
+    }
+    return 1;
+}
+
+/* At most one wave of kernel's blocks on c's device. (Giving every warp
+ * the same number of rows, with fewer warps, measured no faster.) */
+template <typename Kern>
+static dim3 one_wave(tern_cuda *c, Kern kernel, int N)
+{
+    long wave_warps = (long)blocks_per_sm((const void *)kernel) * c->sms * GEMV_WARPS;
+    long warps = N < wave_warps ? N : wave_warps;
+    return dim3((unsigned)((warps + GEMV_WARPS - 1) / GEMV_WARPS));
+}
+
+template <typename... KArgs, typename... Args>
+static tern_status launch_wave(tern_cuda *c, const char *what, void (*kernel)(KArgs...), int N, Args... args)
+{
+    return launch(c, what, kernel, one_wave(c, kernel, N), dim3(GEMV_WARPS * 32), 0, args...);
 }
 
 /* Kernels are instantiated for M in {1, 2, 4, 8, 16}: a call with m rows runs
@@ -129,24 +173,23 @@ template <typename WT, bool RND>
 static tern_status gemv_typed(tern_cuda *c, const float *x, int m, int K, const void *w, int N, float *y,
                               int ldy, int acc)
 {
-    dim3 grid((N + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
-    if (m <= 1) return launch(c, "gemv", gemv_kernel<WT, 1, RND>, grid, block, 0, x, m, K, w, N, y, ldy, acc);
-    if (m <= 2) return launch(c, "gemv", gemv_kernel<WT, 2, RND>, grid, block, 0, x, m, K, w, N, y, ldy, acc);
-    if (m <= 4) return launch(c, "gemv", gemv_kernel<WT, 4, RND>, grid, block, 0, x, m, K, w, N, y, ldy, acc);
-    if (m <= 8) return launch(c, "gemv", gemv_kernel<WT, 8, RND>, grid, block, 0, x, m, K, w, N, y, ldy, acc);
-    return launch(c, "gemv", gemv_kernel<WT, 16, RND>, grid, block, 0, x, m, K, w, N, y, ldy, acc);
+    if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND>, N, x, m, K, w, N, y, ldy, acc);
+    if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND>, N, x, m, K, w, N, y, ldy, acc);
+    if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND>, N, x, m, K, w, N, y, ldy, acc);
+    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND>, N, x, m, K, w, N, y, ldy, acc);
+    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND>, N, x, m, K, w, N, y, ldy, acc);
 }
 
 template <typename WT, bool RND>
 static tern_status gate_up_typed(tern_cuda *c, const float *x, int m, int K, const void *wg, const void *wu,
                                  int F, float *h)
 {
-    dim3 grid((F + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
-    if (m <= 1) return launch(c, "gate_up", gate_up_kernel<WT, 1, RND>, grid, block, 0, x, m, K, wg, wu, F, h);
-    if (m <= 2) return launch(c, "gate_up", gate_up_kernel<WT, 2, RND>, grid, block, 0, x, m, K, wg, wu, F, h);
-    if (m <= 4) return launch(c, "gate_up", gate_up_kernel<WT, 4, RND>, grid, block, 0, x, m, K, wg, wu, F, h);
-    if (m <= 8) return launch(c, "gate_up", gate_up_kernel<WT, 8, RND>, grid, block, 0, x, m, K, wg, wu, F, h);
-    return launch(c, "gate_up", gate_up_kernel<WT, 16, RND>, grid, block, 0, x, m, K, wg, wu, F, h);
+    int N = F;
+    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND>, N, x, m, K, wg, wu, F, h);
+    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND>, N, x, m, K, wg, wu, F, h);
+    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND>, N, x, m, K, wg, wu, F, h);
+    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND>, N, x, m, K, wg, wu, F, h);
+    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND>, N, x, m, K, wg, wu, F, h);
 }
 
 /* One launch over at most 16 rows (internal; matmul.cu tiles larger M). */

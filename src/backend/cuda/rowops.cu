@@ -7,7 +7,7 @@
  * the row width alone. */
 #include "backend/cuda/common.cuh"
 
-enum { ROW_BLOCK = 256, WARP_ROW_MAX = 1024, HEAD_MAX = 256 };
+enum { ROW_BLOCK = 1024, WARP_ROW_MAX = 1024, HEAD_MAX = 256 };
 
 /* Sum of squares of x[0..d) by one warp: lane l adds x[l], x[l+32], ... in
  * order, then the fixed butterfly. Used for d <= WARP_ROW_MAX. */
@@ -24,8 +24,8 @@ __device__ __forceinline__ float rms_inv(float ss, int d, float eps)
 }
 
 /* Wide rows: one block of ROW_BLOCK threads per row; thread t adds the
- * elements t, t+256, ... in order, warps combine by butterfly, and warp 0
- * adds the 8 warp sums in order. */
+ * elements t, t+1024, ... in order, warps combine by butterfly, and thread 0
+ * adds the 32 warp sums in order. */
 __global__ void rmsnorm_block_kernel(const float *x, float *y, int d, const void *__restrict__ w,
                                      tern_dtype wdt, float eps)
 {
@@ -79,19 +79,12 @@ __device__ __forceinline__ void rope_pair(float *v, int i, int half, const float
     v[i + half] = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
 }
 
-/* One warp per (token, head): optional RMSNorm of the head in shared
- * memory, then rope on it, then the write back. */
-__global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
-                                      const void *__restrict__ w, tern_dtype wdt, float eps,
-                                      const float *__restrict__ cs, const int *__restrict__ pos)
+/* One head of one token by one warp: optional RMSNorm in shared memory b,
+ * then rope with table row csrow (NULL: none), then the write back to v and,
+ * when dst is set, to dst as well. */
+__device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, int head_dim, int rope_dim,
+                                               const void *w, tern_dtype wdt, float eps, const float *csrow, int lane)
 {
-    __shared__ float buf[4][HEAD_MAX];
-    wait_prior_grid();
-    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
-    if (item >= n * n_heads) return;
-    int t = item / n_heads;
-    float *v = x + (long)t * ldx + (long)(item % n_heads) * head_dim;
-    float *b = buf[wi];
     if (w) {
         float inv = rms_inv(warp_sumsq(v, head_dim, lane), head_dim, eps);
         for (int i = lane; i < head_dim; i += 32) b[i] = __fmul_rn(__fmul_rn(v[i], inv), weight_at(w, wdt, i));
@@ -99,13 +92,73 @@ __global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, in
         for (int i = lane; i < head_dim; i += 32) b[i] = v[i];
     }
     __syncwarp();
-    if (cs) {
+    if (csrow) {
         int half = rope_dim / 2;
-        const float *row = cs + (long)pos[t] * rope_dim;
-        for (int i = lane; i < half; i += 32) rope_pair(b, i, half, row);
+        for (int i = lane; i < half; i += 32) rope_pair(b, i, half, csrow);
         __syncwarp();
     }
-    for (int i = lane; i < head_dim; i += 32) v[i] = b[i];
+    for (int i = lane; i < head_dim; i += 32) {
+        v[i] = b[i];
+        if (dst) dst[i] = b[i];
+    }
+}
+
+/* One warp per (token, head), four per block. */
+__global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                                      const void *__restrict__ w, tern_dtype wdt, float eps,
+                                      const float *__restrict__ cs, const int *__restrict__ pos)
+{
+    __shared__ float buf[4][HEAD_MAX];
+    wait_prior_grid();
+    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (item >= n * n_heads) return;
+    int t = item / n_heads;
+    float *v = x + (long)t * ldx + (long)(item % n_heads) * head_dim;
+    norm_rope_head(v, buf[threadIdx.x >> 5], NULL, head_dim, rope_dim, w, wdt, eps,
+                   cs ? cs + (long)pos[t] * rope_dim : NULL, lane);
+}
+
+/* The fused attention prologue: per token, its H query heads (q norm,
+ * rope), HK key heads (k norm, rope, stored in the cache) and HK value heads
+ * (stored) of the fused qkv row, one warp per head. */
+__global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK, int head_dim, int rope_dim,
+                                      const void *__restrict__ qw, const void *__restrict__ kw, tern_dtype wdt,
+                                      float eps, const float *__restrict__ cs,
+                                      const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row)
+{
+    __shared__ float buf[4][HEAD_MAX];
+    wait_prior_grid();
+    int per = H + 2 * HK;
+    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (item >= n * per) return;
+    int t = item / per, h = item % per;
+    tern_cuda_attn_row r = rows[tok_row[t]];
+    long p = query_pos(r, t);
+    float *v = qkv + (long)t * ld + (long)h * head_dim;
+    const float *csrow = cs + p * rope_dim;
+    if (h < H) {
+        norm_rope_head(v, buf[threadIdx.x >> 5], NULL, head_dim, rope_dim, qw, wdt, eps, csrow, lane);
+    } else if (h < H + HK) {
+        float *dst = r.k + (long)(h - H) * r.head_stride + p * head_dim;
+        norm_rope_head(v, buf[threadIdx.x >> 5], dst, head_dim, rope_dim, kw, wdt, eps, csrow, lane);
+    } else {
+        float *dst = r.v + (long)(h - H - HK) * r.head_stride + p * head_dim;
+        for (int i = lane; i < head_dim; i += 32) dst[i] = v[i];
+    }
+}
+
+extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
+                                                int n_kv_heads, int head_dim, int rope_dim, const void *d_qnorm,
+                                                const void *d_knorm, tern_dtype wdt, float eps, const float *d_cs,
+                                                const tern_cuda_attn_row *d_rows, const int *d_tok_row)
+{
+    if (head_dim > HEAD_MAX || rope_dim > head_dim || rope_dim % 2 || !d_cs)
+        return tern_error(TERN_E_UNSUPPORTED, "cuda rope: head_dim %d / rope_dim %d (head_dim at most %d)", head_dim,
+                          rope_dim, HEAD_MAX);
+    if (n <= 0) return TERN_OK;
+    long items = (long)n * (n_heads + 2 * n_kv_heads);
+    return launch(c, "qkv_rope_store", qkv_rope_store_kernel, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_qkv,
+                  ld, n, n_heads, n_kv_heads, head_dim, rope_dim, d_qnorm, d_knorm, wdt, eps, d_cs, d_rows, d_tok_row);
 }
 
 extern "C" tern_status tern_cuda_head_norm_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim,
