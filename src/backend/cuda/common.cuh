@@ -54,6 +54,16 @@ __device__ __forceinline__ void wait_prior_grid(void)
 #endif
 }
 
+/* Lets the next grid launch once every block of this one got here (its
+ * main work done), hiding the launch behind the stores and exits. Built in
+ * with -DTERN_CUDA_TRIGGER_END (measured against the plain launch). */
+__device__ __forceinline__ void allow_next_grid(void)
+{
+#if defined(TERN_CUDA_TRIGGER_END) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 /* Launches kernel<<<grid, block, smem>>> on c's stream, with programmatic
  * dependent launch when c->pdl is set, so that its blocks start (and fetch
  * their weights) while the previous kernel drains. */

@@ -15,7 +15,13 @@
  * its arithmetic. */
 #include "backend/cuda/common.cuh"
 
-enum { GEMV_WARPS = 4, GEMV_UNROLL = 8 };
+#ifndef TERN_GEMV_WARPS
+#define TERN_GEMV_WARPS 4
+#endif
+#ifndef TERN_GEMV_UNROLL
+#define TERN_GEMV_UNROLL 4
+#endif
+enum { GEMV_WARPS = TERN_GEMV_WARPS, GEMV_UNROLL = TERN_GEMV_UNROLL };
 
 /* acc[m] += x[m, k0..k0+P) . wf[0..P) */
 template <int M, int P, bool RND>
@@ -101,6 +107,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
                 }
         }
     }
+    allow_next_grid();
 }
 
 /* silu(g) * u, written as the CPU's scalar path does. */
@@ -126,6 +133,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
                 if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[m], gu[M + m]);
         }
     }
+    allow_next_grid();
 }
 
 /* Resident blocks per multiprocessor of each kernel, asked once. */
