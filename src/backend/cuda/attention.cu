@@ -105,7 +105,6 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
      * b_s = exp(m_s - M), out = (sum_s b_s o_s) / (sum_s b_s l_s), both sums
      * in split order. */
     int ns = (vis + S - 1) / S;
-    allow_next_grid();
     __threadfence();
     __syncthreads();
     if (tid == 0) {

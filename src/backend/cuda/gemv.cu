@@ -107,7 +107,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
                 }
         }
     }
-    allow_next_grid();
 }
 
 /* silu(g) * u, written as the CPU's scalar path does. */
@@ -133,7 +132,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
                 if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[m], gu[M + m]);
         }
     }
-    allow_next_grid();
 }
 
 /* Resident blocks per multiprocessor of each kernel, asked once. */

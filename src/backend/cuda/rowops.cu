@@ -47,7 +47,6 @@ __global__ void rmsnorm_block_kernel(const float *x, float *y, int d, const void
     __syncthreads();
     float inv = inv_s;
     for (int i = threadIdx.x; i < d; i += ROW_BLOCK) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), weight_at(w, wdt, i));
-    allow_next_grid();
 }
 
 /* Narrow rows: one warp per row, four rows per block. */
@@ -146,7 +145,6 @@ __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK,
         float *dst = r.v + (long)(h - H - HK) * r.head_stride + p * head_dim;
         for (int i = lane; i < head_dim; i += 32) dst[i] = v[i];
     }
-    allow_next_grid();
 }
 
 extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
