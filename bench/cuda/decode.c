@@ -18,7 +18,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cuda/cuda.h"
 
-enum { D = 4096, H = 32, HK = 8, HD = 128, F = 12288, V = 151936, QKV = (H + 2 * HK) * HD, CAP = 2048 };
+enum { D = 4096, H = 32, HK = 8, HD = 128, F = 12288, V = 151936, QKV = (H + 2 * HK) * HD, CAP = 2048, BT = 32 };
 
 typedef struct {
     void *attn_norm, *wqkv, *q_norm, *k_norm, *wo, *ffn_norm, *wg, *wu, *wd;
@@ -34,6 +34,7 @@ typedef struct {
     float *x, *xn, *qkv, *att, *h, *logits;
     int32_t *ids;
     int *pos, *tok_row;                 /* [max_t] */
+    int *table;                         /* KV block table of the row, [CAP / BT] */
     tern_cuda_attn_row *rows;           /* [n_layers]: one row per layer */
     void *part, *tmp;
     unsigned *count;
@@ -106,6 +107,12 @@ static int build(model *m)
     TRY(tern_cuda_alloc(c, (size_t)T * 4, (void **)&m->pos));
     TRY(tern_cuda_alloc(c, (size_t)T * 4, (void **)&m->tok_row));
     TRY(tern_cuda_memset(c, m->tok_row, 0, (size_t)T * 4));
+    /* KV as the CPU pool lays it out: blocks of BT positions, the row's
+     * blocks scattered (a fixed permutation of the pool). */
+    int tab[CAP / BT];
+    for (int b = 0; b < CAP / BT; b++) tab[b] = (b * 37 + 11) % (CAP / BT);
+    TRY(tern_cuda_alloc(c, sizeof tab, (void **)&m->table));
+    TRY(tern_cuda_upload(c, m->table, tab, sizeof tab));
     TRY(tern_cuda_alloc(c, (size_t)m->n_layers * sizeof *m->rows, (void **)&m->rows));
     TRY(tern_cuda_alloc(c, tern_cuda_attention_tmp_bytes(T, CAP, H, HD), &m->part));
     TRY(tern_cuda_alloc(c, tern_cuda_attention_count_bytes(T, HK), (void **)&m->count));
@@ -128,7 +135,7 @@ static void fill_args(const model *m, step_args *a, int len, int n_q)
         a->pos[i] = len - n_q + i;
     }
     for (int l = 0; l < m->n_layers; l++)
-        a->rows[l] = (tern_cuda_attn_row){m->l[l].k, m->l[l].v, (long)CAP * HD, len, n_q, 0, 0};
+        a->rows[l] = (tern_cuda_attn_row){m->l[l].k, m->l[l].v, m->table, (long)HK * BT * HD, (long)BT * HD, BT, len, n_q, 0};
 }
 
 static int upload_args(model *m, const step_args *a, int n_q)
@@ -216,8 +223,8 @@ int main(int argc, char **argv)
     m.max_t = prompt;
     printf("device: %s; programmatic dependent launch %s\n", tern_cuda_describe(m.c), pdl ? "on" : "off");
     printf("model: Qwen3-8B shape, %d layers, hidden %d, heads %d/%d x %d, ffn %d, vocab %d, bf16 weights, f32 "
-           "activations and KV\n",
-           m.n_layers, D, H, HK, HD, F, V);
+           "activations, f32 KV in blocks of %d positions\n",
+           m.n_layers, D, H, HK, HD, F, V, BT);
     if (build(&m)) return 1;
 
     /* Bandwidth, measured now, in this process. */

@@ -1,8 +1,9 @@
 /* Attention and the KV write against the CPU reference (tern_cpu_attention,
  * float32), tolerance 1e-5 absolute + 1e-5 relative (outputs are averages of
- * values in [-1, 1]); and invariance: each row alone, each row's last query
- * as a decode step, and a larger grid (max_len) give the same bits as the
- * batch. */
+ * values in [-1, 1]), over contiguous rows and over paged rows (blocks of 32
+ * positions in shuffled order, the CPU pool's layout); and invariance: each
+ * row alone, each row's last query as a decode step, and a larger grid
+ * (max_len) give the same bits as the batch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,27 @@ typedef struct {
 typedef struct {
     int H, Hk, hd, cap, n_rows, total_q;
     const row_shape *rs;
-    float *q, **k, **v;                 /* host: q [total_q, H*hd]; caches [Hk][cap][hd] per row */
-    float *dq, **dk, **dv;              /* device */
+    float *q, **k, **v;                 /* host: q [total_q, H*hd]; logical caches [Hk][cap][hd] per row */
+    float *dq, **dk, **dv;              /* device, in the row's layout */
     tern_cuda_attn_row *rows;           /* host copy of the device descriptors */
 } attn_setup;
+
+enum { PAGE = 32 };
+
+/* The first upto positions of a logical [Hk][cap][hd] cache in the row's
+ * layout: itself (table NULL), or blocks [nb][Hk][PAGE][hd] where logical
+ * block b is stored at table[b]. Returns owned memory. */
+static float *in_layout(const float *logical, int upto, int Hk, int cap, int hd, const int *table)
+{
+    float *o = calloc((size_t)Hk * cap * hd, 4);
+    for (int h = 0; h < Hk; h++)
+        for (int p = 0; p < upto; p++) {
+            long src = ((long)h * cap + p) * hd;
+            long dst = table ? (((long)table[p / PAGE] * Hk + h) * PAGE + p % PAGE) * hd : src;
+            memcpy(o + dst, logical + src, (size_t)hd * 4);
+        }
+    return o;
+}
 
 /* Runs GPU attention over rows[0..n) (descriptors as given), queries dq,
  * into out (host, [total, H*hd]). */
@@ -49,16 +67,20 @@ static int gpu_attention(attn_setup *a, const tern_cuda_attn_row *rows, int n, c
     return ok;
 }
 
-static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_rows)
+static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_rows, int paged)
 {
     attn_setup a = {H, Hk, hd, 0, n_rows, 0, rs, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     for (int r = 0; r < n_rows; r++) {
         a.total_q += rs[r].n_q;
         if (rs[r].len > a.cap) a.cap = rs[r].len;
     }
-    a.cap += 8;
+    a.cap = (a.cap + 8 + PAGE - 1) / PAGE * PAGE;
+    int nb = a.cap / PAGE;
+    int **tables = calloc((size_t)n_rows, sizeof *tables), **dtables = calloc((size_t)n_rows, sizeof *dtables);
+    float **pk = calloc((size_t)n_rows, sizeof *pk), **pv = calloc((size_t)n_rows, sizeof *pv);
+    int whole[1] = {0};
     char name[200];
-    int off = snprintf(name, sizeof name, "attention H=%d Hk=%d hd=%d rows", H, Hk, hd);
+    int off = snprintf(name, sizeof name, "attention%s H=%d Hk=%d hd=%d rows", paged ? " paged" : "", H, Hk, hd);
     for (int r = 0; r < n_rows && off < 150; r++) off += snprintf(name + off, sizeof name - off, " %d/%d", rs[r].n_q, rs[r].len);
     long qw = (long)H * hd, kw = (long)Hk * hd, hs = (long)a.cap * hd;
     a.q = malloc((size_t)a.total_q * qw * 4);
@@ -79,11 +101,17 @@ static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_row
         }
         /* The new tokens' keys/values go through tern_cuda_kv_write: the
          * device cache starts with only the old positions. */
-        float *oldk = calloc((size_t)Hk * hs, 4), *oldv = calloc((size_t)Hk * hs, 4);
         int old = rs[r].len - rs[r].n_q;
+        if (paged) {
+            tables[r] = malloc((size_t)nb * sizeof **tables);
+            for (int b = 0; b < nb; b++) tables[r][b] = (b * 7 + 3 + r) % nb;   /* a permutation: 7 and nb coprime */
+            for (int b = 0; b < nb && nb % 7 == 0; b++) tables[r][b] = nb - 1 - b;
+            dtables[r] = ops_dev(tables[r], (size_t)nb * sizeof **tables);
+        }
+        float *oldk = in_layout(a.k[r], old, Hk, a.cap, hd, tables[r]), *oldv = in_layout(a.v[r], old, Hk, a.cap, hd, tables[r]);
+        pk[r] = in_layout(a.k[r], rs[r].len, Hk, a.cap, hd, tables[r]);
+        pv[r] = in_layout(a.v[r], rs[r].len, Hk, a.cap, hd, tables[r]);
         for (int h = 0; h < Hk; h++) {
-            memcpy(oldk + h * hs, a.k[r] + h * hs, (size_t)old * hd * 4);
-            memcpy(oldv + h * hs, a.v[r] + h * hs, (size_t)old * hd * 4);
             for (int i = 0; i < rs[r].n_q; i++) {
                 memcpy(newk + (long)(q0 + i) * (kw + 16) + h * hd, a.k[r] + h * hs + (long)(old + i) * hd, (size_t)hd * 4);
                 memcpy(newv + (long)(q0 + i) * (kw + 16) + h * hd, a.v[r] + h * hs + (long)(old + i) * hd, (size_t)hd * 4);
@@ -92,8 +120,16 @@ static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_row
         a.dk[r] = ops_dev(oldk, (size_t)Hk * hs * 4);
         a.dv[r] = ops_dev(oldv, (size_t)Hk * hs * 4);
         free(oldk); free(oldv);
-        a.rows[r] = (tern_cuda_attn_row){a.dk[r], a.dv[r], hs, rs[r].len, rs[r].n_q, q0, 0};
-        cpu[r] = (tern_attn_row){a.q + q0 * qw, want + q0 * qw, rs[r].n_q, {a.k[r], a.v[r], rs[r].len, hs}};
+        if (paged) {
+            a.rows[r] = (tern_cuda_attn_row){a.dk[r], a.dv[r], dtables[r], (long)Hk * PAGE * hd, (long)PAGE * hd, PAGE,
+                                             rs[r].len, rs[r].n_q, q0};
+            cpu[r] = (tern_attn_row){a.q + q0 * qw, want + q0 * qw, rs[r].n_q,
+                                     {pk[r], pv[r], tables[r], rs[r].len, PAGE, (long)Hk * PAGE * hd, (long)PAGE * hd}};
+        } else {
+            a.rows[r] = (tern_cuda_attn_row){a.dk[r], a.dv[r], NULL, 0, hs, 0, rs[r].len, rs[r].n_q, q0};
+            cpu[r] = (tern_attn_row){a.q + q0 * qw, want + q0 * qw, rs[r].n_q,
+                                     {pk[r], pv[r], whole, rs[r].len, a.cap, (long)Hk * hs, hs}};
+        }
         q0 += rs[r].n_q;
     }
     a.dq = ops_dev(a.q, (size_t)a.total_q * qw * 4);
@@ -110,9 +146,9 @@ static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_row
             float *back = malloc((size_t)Hk * hs * 4);
             for (int r = 0; r < n_rows && same; r++) {
                 ops_get(back, a.dk[r], (size_t)Hk * hs * 4);
-                same = !memcmp(back, a.k[r], (size_t)Hk * hs * 4);
+                same = !memcmp(back, pk[r], (size_t)Hk * hs * 4);
                 ops_get(back, a.dv[r], (size_t)Hk * hs * 4);
-                same = same && !memcmp(back, a.v[r], (size_t)Hk * hs * 4);
+                same = same && !memcmp(back, pv[r], (size_t)Hk * hs * 4);
             }
             printf("%s %-58s %s\n", same ? "PASS" : "FAIL", "  kv_write: caches hold the new tokens", same ? "exact" : "differ");
             same ? ops_pass++ : ops_fail++;
@@ -155,9 +191,10 @@ static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_row
     }
 out:
     for (int r = 0; r < n_rows; r++) {
-        free(a.k[r]); free(a.v[r]);
-        tern_cuda_free(ops_cuda, a.dk[r]); tern_cuda_free(ops_cuda, a.dv[r]);
+        free(a.k[r]); free(a.v[r]); free(pk[r]); free(pv[r]); free(tables[r]);
+        tern_cuda_free(ops_cuda, a.dk[r]); tern_cuda_free(ops_cuda, a.dv[r]); tern_cuda_free(ops_cuda, dtables[r]);
     }
+    free(tables); free(dtables); free(pk); free(pv);
     tern_cuda_free(ops_cuda, a.dq);
     free(a.k); free(a.v); free(a.dk); free(a.dv); free(a.rows); free(a.q);
     free(cpu); free(want); free(got); free(newk); free(newv);
@@ -187,7 +224,8 @@ static void qkv_prologue_case(int H, int HK, int hd)
         qkvd[v] = ops_dev(qkv, (size_t)n * ld * 4);
         for (int r = 0; r < 2; r++) {
             cache[v][r] = ops_dev_zero((size_t)2 * HK * hs * 4);
-            rows[v][r] = (tern_cuda_attn_row){cache[v][r], cache[v][r] + HK * hs, hs, r ? 40 : 9, r ? 1 : 3, r ? 3 : 0, 0};
+            rows[v][r] = (tern_cuda_attn_row){cache[v][r], cache[v][r] + HK * hs, NULL, 0, hs, 0, r ? 40 : 9, r ? 1 : 3,
+                                              r ? 3 : 0};
         }
     }
     int tok[4] = {0, 0, 0, 1}, pos[4] = {6, 7, 8, 39};
@@ -230,10 +268,12 @@ void ops_attention(void)
     static const row_shape mixed[] = {{1, 1}, {300, 1}, {77, 77}, {600, 5}, {130, 64}};
     static const row_shape one_long[] = {{4100, 1}};
     static const row_shape prefill[] = {{512, 512}};
-    attention_case(32, 8, 128, mixed, 5);
-    attention_case(8, 2, 64, mixed, 5);
-    attention_case(4, 4, 128, mixed, 5);
-    attention_case(16, 2, 256, mixed, 3);
-    attention_case(32, 8, 128, one_long, 1);
-    attention_case(32, 8, 128, prefill, 1);
+    for (int paged = 0; paged < 2; paged++) {
+        attention_case(32, 8, 128, mixed, 5, paged);
+        attention_case(8, 2, 64, mixed, 5, paged);
+        attention_case(4, 4, 128, mixed, 5, paged);
+        attention_case(16, 2, 256, mixed, 3, paged);
+        attention_case(32, 8, 128, one_long, 1, paged);
+        attention_case(32, 8, 128, prefill, 1, paged);
+    }
 }

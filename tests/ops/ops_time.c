@@ -59,7 +59,7 @@ void ops_time(void)
         long hs = (long)len * 128;
         float *k = dev_random(8 * hs, TERN_DT_F32, 20), *v = dev_random(8 * hs, TERN_DT_F32, 21);
         float *q = dev_random(32 * 128, TERN_DT_F32, 22), *out = ops_dev_zero(32 * 128 * 4);
-        tern_cuda_attn_row row = {k, v, hs, len, 1, 0, 0};
+        tern_cuda_attn_row row = {k, v, NULL, 0, hs, 0, len, 1, 0};
         int zero = 0;
         tern_cuda_attn_row *drow = ops_dev(&row, sizeof row);
         int *dtok = ops_dev(&zero, sizeof zero);

@@ -1,7 +1,7 @@
 /* Causal grouped-query attention over float32 head-major KV (flash-decoding).
  *
  * A query's keys are cut into fixed splits of TERN_CUDA_ATTN_SPLIT positions
- * counted from position 0. One block computes one (query, kv head, split)
+ * counted from position 0 (each inside one block of a paged KV). One block computes one (query, kv head, split)
  * for the query heads sharing that kv head: it stages the split's keys and
  * values in shared memory with coalesced 16-byte loads, then one thread per
  * (head, key) forms s = scale * (q . k) over head_dim in order, the head's
@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     int G = n_heads / n_kv_heads, tid = threadIdx.x, lane = tid & 31;
     constexpr int KS = hd + 4;
     float *qs = smem, *ks = qs + G * hd, *vs = ks + S * KS, *ps = vs + S * hd;
-    const float *K = r.k + (long)kvh * r.head_stride + (long)j0 * hd;
-    const float *Vp = r.v + (long)kvh * r.head_stride + (long)j0 * hd;
+    /* A split lies inside one KV block (block_tokens is a multiple of S). */
+    const float *K = kv_at(r.k, r, kvh, j0, hd), *Vp = kv_at(r.v, r, kvh, j0, hd);
     int n4 = nk * hd / 4;
 #pragma unroll 4
     for (int i = tid; i < n4; i += ATT_THREADS) {
@@ -194,9 +194,8 @@ __global__ void kv_write_kernel(const tern_cuda_attn_row *__restrict__ rows, con
     int w = n_kv_heads * hd;
     for (int i = threadIdx.x; i < w; i += blockDim.x) {
         int h = i / hd, d = i % hd;
-        long dst = (long)h * r.head_stride + pos * hd + d;
-        r.k[dst] = k[(long)t * ld + i];
-        r.v[dst] = v[(long)t * ld + i];
+        kv_at(r.k, r, h, pos, hd)[d] = k[(long)t * ld + i];
+        kv_at(r.v, r, h, pos, hd)[d] = v[(long)t * ld + i];
     }
 }
 

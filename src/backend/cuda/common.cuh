@@ -161,6 +161,14 @@ __device__ __forceinline__ float weight_at(const void *w, tern_dtype dt, long i)
 /* Position of query token t of row r (tern_cuda_attn_row). */
 static __device__ __forceinline__ int query_pos(const tern_cuda_attn_row &r, int t) { return r.len - r.n_q + (t - r.q0); }
 
+/* Address of position p of KV head h in base (r.k or r.v), see cuda.h. */
+static __device__ __forceinline__ float *kv_at(float *base, const tern_cuda_attn_row &r, int h, long p, int head_dim)
+{
+    if (!r.table) return base + (long)h * r.head_stride + p * head_dim;
+    return base + (long)r.table[p / r.block_tokens] * r.block_stride + (long)h * r.head_stride +
+           (p % r.block_tokens) * head_dim;
+}
+
 __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll

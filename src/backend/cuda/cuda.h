@@ -144,18 +144,23 @@ tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const voi
 
 /* ---- attention ---------------------------------------------------------- */
 
-typedef struct tern_cuda_attn_row tern_cuda_attn_row;
-
 /* One row (sequence) of an attention call, in device memory so that graph
- * replays read the current lengths. Keys and values are float32 head-major:
- * k[head * head_stride + pos * head_dim + d] (the CPU's tern_kv_view). */
+ * replays read the current lengths. Keys and values are float32, laid out
+ * as the CPU's KV pool (src/kv/kv.h): with a block table, position p of KV
+ * head h is at k + table[p / block_tokens] * block_stride + h * head_stride
+ * + (p % block_tokens) * head_dim (block_tokens a multiple of
+ * TERN_CUDA_ATTN_SPLIT); without one (table NULL) the row is one head-major
+ * block: k + h * head_stride + p * head_dim. */
+typedef struct tern_cuda_attn_row tern_cuda_attn_row;
 struct tern_cuda_attn_row {
     float *k, *v;
-    long head_stride;
-    int len;        /* keys including this call's new tokens */
-    int n_q;        /* new tokens: query i sits at position len - n_q + i */
-    int q0;         /* index of the row's first query in q/out */
-    int pad;
+    const int *table;   /* device memory, borrowed; NULL for one contiguous block */
+    long block_stride;  /* floats per block (all heads); unused without a table */
+    long head_stride;   /* floats per head within a block */
+    int block_tokens;   /* unused without a table */
+    int len;            /* keys including this call's new tokens */
+    int n_q;            /* new tokens: query i sits at position len - n_q + i */
+    int q0;             /* index of the row's first query in q/out */
 };
 
 /* The attention prologue of a fused qkv output [n, ld] (per token: n_heads

@@ -139,10 +139,10 @@ __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK,
     if (h < H) {
         norm_rope_head(v, buf[threadIdx.x >> 5], NULL, head_dim, rope_dim, qw, wdt, eps, csrow, lane);
     } else if (h < H + HK) {
-        float *dst = r.k + (long)(h - H) * r.head_stride + p * head_dim;
+        float *dst = kv_at(r.k, r, h - H, p, head_dim);
         norm_rope_head(v, buf[threadIdx.x >> 5], dst, head_dim, rope_dim, kw, wdt, eps, csrow, lane);
     } else {
-        float *dst = r.v + (long)(h - H - HK) * r.head_stride + p * head_dim;
+        float *dst = kv_at(r.v, r, h - H - HK, p, head_dim);
         for (int i = lane; i < head_dim; i += 32) dst[i] = v[i];
     }
 }
