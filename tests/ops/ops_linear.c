@@ -150,3 +150,55 @@ void ops_linear(void)
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 20, 512, 96);
 }
+
+/* The RMSNorm-fused products against rmsnorm followed by the product, both
+ * on the GPU: bit-identical (the CPU comparison of each part is above). */
+static void rms_fused_case(tern_dtype wdt, tern_cuda_act act, int M, int K, int N, int gate_up)
+{
+    char name[160];
+    snprintf(name, sizeof name, "rms_%s %s act=%s M=%d K=%d N=%d == rmsnorm, %s", gate_up ? "gate_up" : "matmul",
+             tern_dtype_name(wdt), act ? "bf16" : "f32", M, K, N, gate_up ? "gate_up" : "matmul");
+    float *x = malloc((size_t)M * K * 4), *nw = malloc((size_t)K * 4), *wf = malloc((size_t)N * K * 4);
+    float *y0 = malloc((size_t)M * N * 4), *a = malloc((size_t)M * N * 4), *b = malloc((size_t)M * N * 4);
+    ops_fill(x, (long)M * K, 41u + (unsigned)K, 3.0f);
+    ops_fill(nw, K, 42u, 2.0f);
+    ops_fill(wf, (long)N * K, 43u, 0.05f);
+    ops_fill(y0, (long)M * N, 44u, 1.0f);
+    void *w = ops_to_dtype(wf, (long)N * K, wdt), *nwb = ops_to_dtype(nw, K, TERN_DT_BF16);
+    size_t wb = (size_t)N * K * tern_dtype_size(wdt);
+    float *dx = ops_dev(x, (size_t)M * K * 4), *dxn = ops_dev_zero((size_t)M * K * 4), *dxn2 = ops_dev_zero((size_t)M * K * 4);
+    float *dya = ops_dev(y0, (size_t)M * N * 4), *dyb = ops_dev(y0, (size_t)M * N * 4);
+    void *dw = ops_dev(w, wb), *dw2 = ops_dev(w, wb), *dnw = ops_dev(nwb, (size_t)K * 2);
+    int ok;
+    if (gate_up)
+        ok = ops_ok(tern_cuda_rms_gate_up(ops_cuda, act, dx, M, K, dnw, TERN_DT_BF16, 1e-6f, dxn, dw, dw2, wdt, N, dya), name) &&
+             ops_ok(tern_cuda_rmsnorm(ops_cuda, dx, dxn2, M, K, dnw, TERN_DT_BF16, 1e-6f), name) &&
+             ops_ok(tern_cuda_gate_up(ops_cuda, act, dxn2, M, K, dw, dw2, wdt, N, dyb), name);
+    else
+        ok = ops_ok(tern_cuda_rms_matmul(ops_cuda, act, dx, M, K, dnw, TERN_DT_BF16, 1e-6f, dxn, dw, wdt, N, dya, 1), name) &&
+             ops_ok(tern_cuda_rmsnorm(ops_cuda, dx, dxn2, M, K, dnw, TERN_DT_BF16, 1e-6f), name) &&
+             ops_ok(tern_cuda_matmul(ops_cuda, act, TERN_CUDA_MM_OWN, dxn2, M, K, dw, wdt, N, dyb, N, 1, NULL), name);
+    if (ok) {
+        ops_get(a, dya, (size_t)M * N * 4);
+        ops_get(b, dyb, (size_t)M * N * 4);
+        ops_same(name, a, b, (long)M * N);
+    }
+    tern_cuda_free(ops_cuda, dx); tern_cuda_free(ops_cuda, dxn); tern_cuda_free(ops_cuda, dxn2);
+    tern_cuda_free(ops_cuda, dya); tern_cuda_free(ops_cuda, dyb); tern_cuda_free(ops_cuda, dw);
+    tern_cuda_free(ops_cuda, dw2); tern_cuda_free(ops_cuda, dnw);
+    free(x); free(nw); free(wf); free(y0); free(a); free(b); free(w); free(nwb);
+}
+
+void ops_linear_fused(void)
+{
+    static const int Ks[] = {4096, 1024, 520, 12288, 2056};
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < 5; k++) {
+            rms_fused_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 1, Ks[k], 300, g);
+            rms_fused_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 1, Ks[k], 77, g);
+        }
+    rms_fused_case(TERN_DT_F32, TERN_CUDA_ACT_F32, 1, 4096, 64, 0);
+    rms_fused_case(TERN_DT_F16, TERN_CUDA_ACT_F32, 1, 4096, 64, 1);
+    rms_fused_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 4096, 64, 0);
+    rms_fused_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 5, 4096, 64, 1);
+}
