@@ -154,32 +154,26 @@ static int forward(model *m, int T)
     TRY(tern_cuda_embed(c, m->ids, T, m->embed, TERN_DT_BF16, D, m->x));
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = &m->l[i];
-        if (m->path == TERN_CUDA_MM_OWN) {
-            TRY(tern_cuda_rms_matmul(c, act, m->x, T, D, l->attn_norm, TERN_DT_BF16, 1e-6f, m->xn, l->wqkv, TERN_DT_BF16,
-                                     QKV, m->qkv, 0));
-        } else {
-            TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->attn_norm, TERN_DT_BF16, 1e-6f));
-            TRY(tern_cuda_matmul(c, act, m->path, m->xn, T, D, l->wqkv, TERN_DT_BF16, QKV, m->qkv, QKV, 0, m->tmp));
-        }
+        TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->attn_norm, TERN_DT_BF16, 1e-6f));
+        TRY(tern_cuda_matmul(c, act, m->path, m->xn, T, D, l->wqkv, TERN_DT_BF16, QKV, m->qkv, QKV, 0, m->tmp));
         TRY(tern_cuda_qkv_rope_store(c, m->qkv, QKV, T, H, HK, HD, HD, l->q_norm, l->k_norm, TERN_DT_BF16, 1e-6f, m->cs,
                                      m->rows + i, m->tok_row));
         TRY(tern_cuda_attention(c, m->rows + i, m->tok_row, T, CAP, H, HK, HD, 1.0f / sqrtf((float)HD), m->qkv, QKV,
                                 m->att, m->part, m->count));
         TRY(tern_cuda_matmul(c, act, m->path, m->att, T, H * HD, l->wo, TERN_DT_BF16, D, m->x, D, 1, m->tmp));
+        TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->ffn_norm, TERN_DT_BF16, 1e-6f));
         if (m->path == TERN_CUDA_MM_CUBLAS && T > TERN_CUDA_GEMV_MAX_M) {
-            TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->ffn_norm, TERN_DT_BF16, 1e-6f));
             TRY(tern_cuda_matmul(c, act, m->path, m->xn, T, D, l->wg, TERN_DT_BF16, F, m->h, F, 0, m->tmp));
             TRY(tern_cuda_matmul(c, act, m->path, m->xn, T, D, l->wu, TERN_DT_BF16, F, m->h + (long)T * F, F, 0, m->tmp));
             TRY(tern_cuda_silu_mul(c, m->h, m->h + (long)T * F, (long)T * F));
         } else {
-            TRY(tern_cuda_rms_gate_up(c, act, m->x, T, D, l->ffn_norm, TERN_DT_BF16, 1e-6f, m->xn, l->wg, l->wu,
-                                      TERN_DT_BF16, F, m->h));
+            TRY(tern_cuda_gate_up(c, act, m->xn, T, D, l->wg, l->wu, TERN_DT_BF16, F, m->h));
         }
         TRY(tern_cuda_matmul(c, act, m->path, m->h, T, F, l->wd, TERN_DT_BF16, D, m->x, D, 1, m->tmp));
     }
     float *last = m->x + (long)(T - 1) * D;
-    TRY(tern_cuda_rms_matmul(c, act, last, 1, D, m->norm, TERN_DT_BF16, 1e-6f, m->xn, m->lm_head, TERN_DT_BF16, V,
-                             m->logits, 0));
+    TRY(tern_cuda_rmsnorm(c, last, m->xn, 1, D, m->norm, TERN_DT_BF16, 1e-6f));
+    TRY(tern_cuda_matmul(c, act, TERN_CUDA_MM_OWN, m->xn, 1, D, m->lm_head, TERN_DT_BF16, V, m->logits, V, 0, NULL));
     return 0;
 }
 

@@ -34,7 +34,6 @@ void ops_same(const char *name, const float *a, const float *b, long n);
 /* The op families (ops_linear.c, ops_rows.c, ops_attn.c); time_mode prints
  * timings instead of checking. */
 void ops_linear(void);
-void ops_linear_fused(void);
 void ops_rows(void);
 void ops_attention(void);
 void ops_time(void);

@@ -119,7 +119,6 @@ int main(int argc, char **argv)
         ops_time();
     } else {
         ops_linear();
-        ops_linear_fused();
         ops_rows();
         ops_attention();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);

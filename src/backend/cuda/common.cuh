@@ -176,19 +176,4 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-/* RMSNorm pieces shared by rowops.cu and the fused matrix-vector kernels. */
-/* Sum of squares of x[0..d) by one warp: lane l adds x[l], x[l+32], ... in
- * order, then the fixed butterfly. Used for d <= WARP_ROW_MAX. */
-static __device__ __forceinline__ float warp_sumsq(const float *x, int d, int lane)
-{
-    float s = 0.0f;
-    for (int i = lane; i < d; i += 32) s = fmaf(x[i], x[i], s);
-    return warp_sum(s);
-}
-
-static __device__ __forceinline__ float rms_inv(float ss, int d, float eps)
-{
-    return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, (float)d), eps));
-}
-
 #endif

@@ -116,19 +116,6 @@ size_t tern_cuda_matmul_tmp_bytes(tern_cuda_mm_path path, int M, int K, int N);
 tern_status tern_cuda_gate_up(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K,
                               const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h);
 
-/* y = rmsnorm(x; d_nw, eps) . w^T (+= y when accumulate), and
- * h = silu(xn . wg^T) * (xn . wu^T) with xn = rmsnorm(x): bit-identical to
- * tern_cuda_rmsnorm followed by tern_cuda_matmul (own path, ldy = N) or
- * tern_cuda_gate_up. One row with K <= 12288 runs as one kernel (every block
- * normalises the row into shared memory: no separate launch in decode);
- * otherwise the two ops run, with d_xn [M, K] as the normalised rows. */
-tern_status tern_cuda_rms_matmul(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_nw,
-                                 tern_dtype ndt, float eps, float *d_xn, const void *d_w, tern_dtype wdt, int N,
-                                 float *d_y, int accumulate);
-tern_status tern_cuda_rms_gate_up(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_nw,
-                                  tern_dtype ndt, float eps, float *d_xn, const void *d_wg, const void *d_wu,
-                                  tern_dtype wdt, int F, float *d_h);
-
 /* y[r] = x[r] / rms(x[r]) * w for n rows of width d; y may alias x. */
 tern_status tern_cuda_rmsnorm(tern_cuda *c, const float *d_x, float *d_y, int n, int d, const void *d_w,
                               tern_dtype wdt, float eps);

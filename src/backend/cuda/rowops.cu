@@ -9,6 +9,20 @@
 
 enum { ROW_BLOCK = 1024, WARP_ROW_MAX = 1024, HEAD_MAX = 256 };
 
+/* Sum of squares of x[0..d) by one warp: lane l adds x[l], x[l+32], ... in
+ * order, then the fixed butterfly. Used for d <= WARP_ROW_MAX. */
+__device__ __forceinline__ float warp_sumsq(const float *x, int d, int lane)
+{
+    float s = 0.0f;
+    for (int i = lane; i < d; i += 32) s = fmaf(x[i], x[i], s);
+    return warp_sum(s);
+}
+
+__device__ __forceinline__ float rms_inv(float ss, int d, float eps)
+{
+    return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, (float)d), eps));
+}
+
 /* Wide rows: one block of ROW_BLOCK threads per row; thread t adds the
  * elements t, t+1024, ... in order, warps combine by butterfly, and thread 0
  * adds the 32 warp sums in order. */
