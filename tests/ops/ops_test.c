@@ -103,6 +103,37 @@ void ops_same(const char *name, const float *a, const float *b, long n)
     ok ? ops_pass++ : ops_fail++;
 }
 
+/* Bad arguments are refused with a status and a message, and the context
+ * keeps working after a failed allocation. */
+static void refuse(const char *what, tern_status got, tern_status want)
+{
+    int ok = got == want && tern_last_error()[0];
+    printf("%s %-58s %s\n", ok ? "PASS" : "FAIL", what, ok ? tern_last_error() : "not refused as expected");
+    ok ? ops_pass++ : ops_fail++;
+}
+
+static void ops_refusals(void)
+{
+    float *d = ops_dev_zero(1 << 20);
+    refuse("refuses matmul K % 8 != 0", tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, d, 1, 12, d,
+                                                          TERN_DT_BF16, 4, d, 4, 0, NULL), TERN_E_INVALID);
+    refuse("refuses matmul on I32 weights", tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, d, 1, 16, d,
+                                                              TERN_DT_I32, 4, d, 4, 0, NULL), TERN_E_UNSUPPORTED);
+    refuse("refuses attention head_dim 96", tern_cuda_attention(ops_cuda, NULL, NULL, 1, 64, 8, 2, 96, 1.0f, d, 768, d,
+                                                                d, NULL), TERN_E_UNSUPPORTED);
+    refuse("refuses attention 10 heads per kv head", tern_cuda_attention(ops_cuda, NULL, NULL, 1, 64, 40, 4, 128, 1.0f,
+                                                                         d, 5120, d, d, NULL), TERN_E_UNSUPPORTED);
+    refuse("refuses rope head_dim 512", tern_cuda_rope(ops_cuda, d, 512, 1, 1, 512, 512, d, NULL), TERN_E_UNSUPPORTED);
+    void *huge = NULL;
+    refuse("refuses a 1 PiB allocation", tern_cuda_alloc(ops_cuda, (size_t)1 << 50, &huge), TERN_E_NOMEM);
+    float one = 1.0f, back = 0.0f;
+    int ok = !huge && tern_cuda_upload(ops_cuda, d, &one, 4) == TERN_OK && tern_cuda_add(ops_cuda, d, d, 1) == TERN_OK &&
+             tern_cuda_download(ops_cuda, &back, d, 4) == TERN_OK && back == 2.0f;
+    printf("%s %-58s\n", ok ? "PASS" : "FAIL", "  context works after the failed allocation");
+    ok ? ops_pass++ : ops_fail++;
+    tern_cuda_free(ops_cuda, d);
+}
+
 int main(int argc, char **argv)
 {
     int timing = argc > 1 && !strcmp(argv[1], "--time");
@@ -121,6 +152,7 @@ int main(int argc, char **argv)
         ops_linear();
         ops_rows();
         ops_attention();
+        ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }
     tern_cuda_close(ops_cuda);

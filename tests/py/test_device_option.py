@@ -1,6 +1,7 @@
 """--device: cpu runs as before; cuda without a usable GPU (CI) exits 1 naming
-what is missing; bad values are usage errors. With a GPU the forward is
-refused the same way until it runs on the CUDA backend."""
+what is missing; bad values are usage errors. With a GPU, inspect names the
+device and the commands that run the forward are refused until it runs on
+the CUDA backend."""
 import subprocess
 
 DEMO = "models/tern-demo-code-17m"
@@ -16,8 +17,17 @@ def test_device_cpu_inspect(tern_bin):
     assert "device         cpu" in r.stdout
 
 
+def test_device_cuda_inspect(tern_bin):
+    r = run(tern_bin, "inspect", "--model", DEMO, "--device", "cuda")
+    if r.returncode == 0:  # a usable GPU
+        assert "device         cuda:0 " in r.stdout
+    else:
+        assert r.returncode == 1 and "--device cuda:0: no usable CUDA device" in r.stderr, r.stderr
+        assert r.stdout == ""
+
+
 def test_device_cuda_refused_clearly(tern_bin):
-    for cmd in (["inspect", "--model", DEMO], ["logits", "--model", DEMO, "--ids", "1,2", "--out", "/dev/null"],
+    for cmd in (["logits", "--model", DEMO, "--ids", "1,2", "--out", "/dev/null"],
                 ["generate", "--model", DEMO, "--ids", "1,2", "--max-tokens", "1"]):
         r = run(tern_bin, *cmd, "--device", "cuda")
         assert r.returncode == 1, (cmd, r.stdout, r.stderr)
@@ -39,7 +49,7 @@ def test_device_bad_values(tern_bin):
 def test_device_env_default(tern_bin):
     import os
     env = dict(os.environ, TERN_DEVICE="cuda")
-    r = run(tern_bin, "inspect", "--model", DEMO, env=env)
+    r = run(tern_bin, "generate", "--model", DEMO, "--ids", "1", "--max-tokens", "1", env=env)
     assert r.returncode == 1 and "--device cuda:0:" in r.stderr
     r = run(tern_bin, "inspect", "--model", DEMO, "--device", "cpu", env=env)
     assert r.returncode == 0
