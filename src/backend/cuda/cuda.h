@@ -5,8 +5,9 @@
  * (same shapes, same layouts, float32 activations and accumulation) and is
  * tested against it by tests/ops. Pointers named d_* are device memory,
  * borrowed; ops are queued on the context's stream and return once queued
- * (tern_cuda_sync waits). Ops never allocate, so a sequence of them can be
- * captured as a CUDA graph (tern_cuda_graph_*).
+ * (tern_cuda_sync waits). Ops never allocate device memory, so a sequence of
+ * them can be captured as a CUDA graph (tern_cuda_graph_*); the cuBLAS path
+ * creates its handle on first use, so run it once before capturing it.
  *
  * Batch invariance: every output row is computed by a sequence of operations
  * that depends only on that row's own inputs and the op's fixed parameters
@@ -14,8 +15,9 @@
  * one exception is tern_cuda_matmul with TERN_CUDA_MM_CUBLAS, which the caller
  * opts into (see there).
  *
- * Without CUDA (no nvcc at build time) the same functions exist and
- * tern_cuda_open reports that the build has no CUDA support. */
+ * Without CUDA (no nvcc at build time) only tern_cuda_built, _open, _close
+ * and _describe exist (none.c), and tern_cuda_open reports that the build
+ * has no CUDA support. */
 #ifndef TERN_BACKEND_CUDA_H
 #define TERN_BACKEND_CUDA_H
 

@@ -134,7 +134,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
     }
 }
 
-/* Resident blocks per multiprocessor of each kernel, asked once. */
+/* Resident blocks per multiprocessor of each kernel, asked once (a race
+ * between threads only asks twice; a half-written slot reads as 0, which
+ * the caller takes as 1). */
 static int blocks_per_sm(const void *kernel)
 {
     enum { SLOTS = 64 };
@@ -163,7 +165,8 @@ static int blocks_per_sm(const void *kernel)
 template <typename Kern>
 static dim3 one_wave(tern_cuda *c, Kern kernel, int N)
 {
-    long wave_warps = (long)blocks_per_sm((const void *)kernel) * c->sms * GEMV_WARPS;
+    int per_sm = blocks_per_sm((const void *)kernel);
+    long wave_warps = (long)(per_sm > 0 ? per_sm : 1) * c->sms * GEMV_WARPS;
     long per_warp = (N + wave_warps - 1) / wave_warps;
     long warps = (N + per_warp - 1) / per_warp;
     return dim3((unsigned)((warps + GEMV_WARPS - 1) / GEMV_WARPS));
