@@ -33,7 +33,7 @@ typedef struct {
     float *cs;                          /* rope table [CAP, HD] */
     float *x, *xn, *qkv, *att, *h, *logits;
     int32_t *ids;
-    int *pos, *tok_row;                 /* [max_t] */
+    int *tok_row;                       /* [max_t] */
     int *table;                         /* KV block table of the row, [CAP / BT] */
     tern_cuda_attn_row *rows;           /* [n_layers]: one row per layer */
     void *part, *tmp;
@@ -104,7 +104,6 @@ static int build(model *m)
     TRY(tern_cuda_alloc(c, (size_t)T * 2 * F * 4, (void **)&m->h));
     TRY(tern_cuda_alloc(c, (size_t)V * 4, (void **)&m->logits));
     TRY(tern_cuda_alloc(c, (size_t)T * 4, (void **)&m->ids));
-    TRY(tern_cuda_alloc(c, (size_t)T * 4, (void **)&m->pos));
     TRY(tern_cuda_alloc(c, (size_t)T * 4, (void **)&m->tok_row));
     TRY(tern_cuda_memset(c, m->tok_row, 0, (size_t)T * 4));
     /* KV as the CPU pool lays it out: blocks of BT positions, the row's
@@ -121,19 +120,16 @@ static int build(model *m)
     return tern_cuda_sync(c) ? fail("building the model") : 0;
 }
 
-/* Host-side state of one step: the token ids, their positions, the rows. */
+/* Host-side state of one step: the token ids and the row of every layer
+ * (positions follow from the row's len and n_q). */
 typedef struct {
     int32_t ids[1024];
-    int pos[1024];
     tern_cuda_attn_row rows[64];
 } step_args;
 
 static void fill_args(const model *m, step_args *a, int len, int n_q)
 {
-    for (int i = 0; i < n_q; i++) {
-        a->ids[i] = (int32_t)((len - n_q + i) * 7919 % V);
-        a->pos[i] = len - n_q + i;
-    }
+    for (int i = 0; i < n_q; i++) a->ids[i] = (int32_t)((len - n_q + i) * 7919 % V);
     for (int l = 0; l < m->n_layers; l++)
         a->rows[l] = (tern_cuda_attn_row){m->l[l].k, m->l[l].v, m->table, (long)HK * BT * HD, (long)BT * HD, BT, len, n_q, 0};
 }
@@ -141,7 +137,6 @@ static void fill_args(const model *m, step_args *a, int len, int n_q)
 static int upload_args(model *m, const step_args *a, int n_q)
 {
     TRY(tern_cuda_upload_async(m->c, m->ids, a->ids, (size_t)n_q * 4));
-    TRY(tern_cuda_upload_async(m->c, m->pos, a->pos, (size_t)n_q * 4));
     TRY(tern_cuda_upload_async(m->c, m->rows, a->rows, (size_t)m->n_layers * sizeof *m->rows));
     return 0;
 }
