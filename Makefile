@@ -41,7 +41,10 @@ ifeq ($(CUDA),1)
   NVCCFLAGS   := -arch=sm_90 -O3 -std=c++17 -lineinfo -Iinclude -Isrc -Xcompiler -fPIC,-Wall,-Wno-unused-parameter,-Wno-format-truncation
   NVCCFLAGS   += $(NVCC_EXTRA)
   CU_SRC      := $(sort $(wildcard src/backend/cuda/*.cu))
-  CU_OBJ      := $(CU_SRC:%.cu=$(B)/obj/%.o)
+  # Device code takes no sanitizer flags: the ASan/UBSan build links the
+  # release build's CUDA objects instead of compiling them a second time.
+  CU_B        := $(if $(filter 1,$(SAN)),build,$(B))
+  CU_OBJ      := $(CU_SRC:%.cu=$(CU_B)/obj/%.o)
   CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,--as-needed -lcublas -Wl,--no-as-needed -lcudart_static -ldl -lrt -lstdc++
   OPS_SRC     := $(sort $(wildcard tests/ops/*.c))
   BENCHCU_SRC := $(sort $(wildcard bench/cuda/*.c))
@@ -132,6 +135,9 @@ clean:
 	rm -rf build build-san
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+ifeq ($(CUDA)$(SAN),11)
+-include $(shell find build/obj/src/backend/cuda -name '*.d' 2>/dev/null)
+endif
 
 .PHONY: all test clean
 .SECONDARY:
