@@ -93,7 +93,7 @@ $(B)/bench_cuda: $(BENCHCU_SRC:%.c=$(B)/obj/%.o) $(B)/libtern.a $(B)/libtern_cud
 	@echo "  CC  $@"
 	@$(CC) $(LDSAN) -pthread -o $@ $(BENCHCU_SRC:%.c=$(B)/obj/%.o) $(B)/libtern.a $(B)/libtern_cuda.a -lm $(CUDA_LIBS)
 
-$(B)/obj/%.o: %.cu
+$(CU_B)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "  NVCC $@"
 	@$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
