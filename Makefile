@@ -5,6 +5,12 @@
 # Static files the server sends (src/server/web/*.html) are turned into C
 # arrays by scripts/embed.sh and linked into libtern.a.
 #
+# The CUDA backend (src/backend/cuda/*.cu, sm_90) is built into
+# libtern_cuda.a when nvcc is found (on PATH or /usr/local/cuda/bin; CUDA=0
+# turns it off), together with the op harness (tests/ops -> B/ops_test) and
+# the device benchmark (bench/cuda -> B/bench_cuda). Without nvcc,
+# libtern_cuda.a holds src/backend/cuda/none.c, whose tern_cuda_open says so.
+#
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
 #   make test       build and run the unit tests (prints "N passed, N failed")
@@ -28,6 +34,27 @@ LIBS    := -lm -lpthread -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
 
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+CUDA    ?= $(if $(NVCC),1,0)
+ifeq ($(CUDA),1)
+  CUDA_HOME   := $(patsubst %/bin/,%,$(dir $(NVCC)))
+  NVCCFLAGS   := -arch=sm_90 -O3 -std=c++17 -lineinfo -Iinclude -Isrc -Xcompiler -fPIC,-Wall,-Wno-unused-parameter,-Wno-format-truncation
+  NVCCFLAGS   += $(NVCC_EXTRA)
+  CU_SRC      := $(sort $(wildcard src/backend/cuda/*.cu))
+  # Device code takes no sanitizer flags: the ASan/UBSan build links the
+  # release build's CUDA objects instead of compiling them a second time.
+  CU_B        := $(if $(filter 1,$(SAN)),build,$(B))
+  CU_OBJ      := $(CU_SRC:%.cu=$(CU_B)/obj/%.o)
+  CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,--as-needed -lcublas -Wl,--no-as-needed -lcudart_static -ldl -lrt -lstdc++
+  OPS_SRC     := $(sort $(wildcard tests/ops/*.c))
+  BENCHCU_SRC := $(sort $(wildcard bench/cuda/*.c))
+  CUDA_BINS   := $(B)/ops_test $(B)/bench_cuda
+else
+  CU_OBJ      := $(B)/obj/src/backend/cuda/none.o
+  CUDA_LIBS   :=
+  CUDA_BINS   :=
+endif
+
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/backend/cuda/*' | sort)
 CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -40,16 +67,36 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 WEB_SRC  := $(sort $(wildcard src/server/web/*.html))
 WEB_OBJ  := $(WEB_SRC:src/server/web/%.html=$(B)/obj/gen/web_%.o)
 
-all: $(B)/tern $(TEST_BIN)
+all: $(B)/tern $(TEST_BIN) $(CUDA_BINS)
 
 $(B)/libtern.a: $(LIB_OBJ) $(WEB_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR  $@"
 	@rm -f $@ && ar rcs $@ $^
 
-$(B)/tern: $(CLI_OBJ) $(B)/libtern.a
+$(B)/libtern_cuda.a: $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR  $@"
+	@rm -f $@ && ar rcs $@ $^
+
+$(B)/tern: $(CLI_OBJ) $(B)/libtern.a $(B)/libtern_cuda.a
 	@echo "  CC  $@"
-	@$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJ) $(B)/libtern.a $(LIBS)
+	@$(CC) $(LDSAN) -pthread -o $@ $(CLI_OBJ) $(B)/libtern.a $(B)/libtern_cuda.a $(LIBS) $(CUDA_LIBS)
+
+# The harness and the benchmark link no Debian library, so they run on a GPU
+# machine that has only the CUDA toolkit.
+$(B)/ops_test: $(OPS_SRC:%.c=$(B)/obj/%.o) $(B)/libtern.a $(B)/libtern_cuda.a
+	@echo "  CC  $@"
+	@$(CC) $(LDSAN) -pthread -o $@ $(OPS_SRC:%.c=$(B)/obj/%.o) $(B)/libtern.a $(B)/libtern_cuda.a -lm $(CUDA_LIBS)
+
+$(B)/bench_cuda: $(BENCHCU_SRC:%.c=$(B)/obj/%.o) $(B)/libtern.a $(B)/libtern_cuda.a
+	@echo "  CC  $@"
+	@$(CC) $(LDSAN) -pthread -o $@ $(BENCHCU_SRC:%.c=$(B)/obj/%.o) $(B)/libtern.a $(B)/libtern_cuda.a -lm $(CUDA_LIBS)
+
+$(CU_B)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC $@"
+	@$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a
 	@mkdir -p $(dir $@)
@@ -88,6 +135,9 @@ clean:
 	rm -rf build build-san
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+ifeq ($(CUDA)$(SAN),11)
+-include $(shell find build/obj/src/backend/cuda -name '*.d' 2>/dev/null)
+endif
 
 .PHONY: all test clean
 .SECONDARY:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite: the unit tests (release build
-# and an ASan/UBSan build), then the Python tests (pytest) that drive the tern
+# and an ASan/UBSan build), the CUDA op harness (skips without a GPU), then the Python tests (pytest) that drive the tern
 # binary against goldens made by the reference implementations, once with the
 # release binary and once with the ASan/UBSan one.
 # The last line is "N passed, N failed".
@@ -19,6 +19,18 @@ log=$(mktemp)
 echo "== unit tests (release)"; scripts/run_unit_tests.sh build | tee "$log"; count "$log"
 echo "== unit tests (ASan/UBSan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 scripts/run_unit_tests.sh build-san | tee "$log"; count "$log"
+# The CUDA op harness (built when nvcc is present): CUDA ops against the CPU
+# reference on a GPU; without one it prints "skipped: ..." and counts as
+# neither passed nor failed.
+echo "== CUDA op harness (build/ops_test)"
+if [ -x build/ops_test ]; then
+  build/ops_test >"$log" 2>&1; rc=$?
+  grep -v '^PASS' "$log" | tail -n 30
+  if grep -q '^skipped' "$log"; then :
+  elif [ $rc -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+else
+  echo "not built (no nvcc)"
+fi
 pytest_pass() { # BIN: the whole Python suite against one tern binary
   TERN_BIN="$1" python3 -m pytest -q tests/py 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}

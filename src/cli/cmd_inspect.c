@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/device_opt.h"
 #include "io/config.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
@@ -38,6 +39,7 @@ int tern_cmd_inspect(int argc, char **argv)
     }
     static const char *rope_names[] = {"default", "linear", "llama3", "yarn"};
     printf("directory      %s\n", dir);
+    printf("device         %s\n", cli_device_name());
     printf("architecture   %s\n", c.model_type);
     printf("layers         %d\n", c.n_layers);
     printf("hidden         %d\n", c.hidden);

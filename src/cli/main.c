@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/device_opt.h"
 
 /* Declared here so that adding a command is one line in each list below. */
 int tern_cmd_version(int argc, char **argv);
@@ -30,12 +31,22 @@ const tern_cli_command tern_cli_commands[] = {
     {NULL, NULL, NULL},
 };
 
+/* Commands that load a model and so take --device (device_opt.h). */
+static int runs_model(const char *name)
+{
+    static const char *const names[] = {"logits", "generate", "bench", "inspect", "serve", NULL};
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(name, names[i])) return 1;
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tern <command> [options]\n\ncommands:\n");
     for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
         fprintf(f, "  %-12s %s\n", c->name, c->summary);
     fprintf(f, "\n`tern <command> --help` describes a command's options.\n");
+    fprintf(f, "logits, generate, bench, inspect and serve also take --device cpu|cuda[:N] (TERN_DEVICE).\n");
 }
 
 int main(int argc, char **argv)
@@ -45,8 +56,13 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
-        if (!strcmp(argv[1], c->name))
+        if (!strcmp(argv[1], c->name)) {
+            if (runs_model(c->name)) {
+                int rc = cli_take_device(&argc, argv, strcmp(c->name, "inspect") != 0);
+                if (rc) return rc;
+            }
             return c->run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "tern: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

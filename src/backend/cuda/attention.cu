@@ -1,0 +1,209 @@
+/* Causal grouped-query attention over float32 head-major KV (flash-decoding).
+ *
+ * A query's keys are cut into fixed splits of TERN_CUDA_ATTN_SPLIT positions
+ * counted from position 0 (each inside one block of a paged KV). One block computes one (query, kv head, split)
+ * for the query heads sharing that kv head: it stages the split's keys and
+ * values in shared memory with coalesced 16-byte loads, then one thread per
+ * (head, key) forms s = scale * (q . k) over head_dim in order, the head's
+ * warp takes the split's max m, p = exp(s - m) and l = sum p (fixed
+ * butterfly), and one thread per dimension forms o = sum p v in key order.
+ * The last block of a (query, kv head) to finish (an atomic count) folds the
+ * splits in split order: m' = max(m, m_s), o = o e^(m-m') + o_s e^(m_s-m'),
+ * l likewise, out = o / l. Nothing depends on other queries, other rows or
+ * the launch size, so prefill and decode of the same position agree bit for
+ * bit. */
+#include "backend/cuda/common.cuh"
+
+enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, S = TERN_CUDA_ATTN_SPLIT };
+
+
+/* Shared memory of one block: q [G][hd], k [S][hd+4] (padded so that the
+ * 16-byte reads of 8 lanes at rows j..j+7 hit distinct banks), v [S][hd],
+ * p [G][S]. */
+static size_t att_smem(int G, int hd) { return sizeof(float) * ((size_t)G * hd + (size_t)S * (hd + 4) + (size_t)S * hd + (size_t)G * S); }
+
+/* Instantiated for head_dim 64, 128 and 256. */
+template <int hd>
+__global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda_attn_row *__restrict__ rows,
+                                                                 const int *__restrict__ tok_row, int max_splits,
+                                                                 int n_heads, int n_kv_heads, float scale,
+                                                                 const float *__restrict__ q, long ldq,
+                                                                 float *__restrict__ part, unsigned *counters,
+                                                                 float *__restrict__ out)
+{
+    extern __shared__ float smem[];
+    __shared__ int is_last;
+    wait_prior_grid();
+    int s = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
+    tern_cuda_attn_row r = rows[tok_row[t]];
+    int vis = query_pos(r, t) + 1, j0 = s * S;
+    if (j0 >= vis) return;
+    int nk = vis - j0 < S ? vis - j0 : S;
+    int G = n_heads / n_kv_heads, tid = threadIdx.x, lane = tid & 31;
+    constexpr int KS = hd + 4;
+    float *qs = smem, *ks = qs + G * hd, *vs = ks + S * KS, *ps = vs + S * hd;
+    /* A split lies inside one KV block (block_tokens is a multiple of S). */
+    const float *K = kv_at(r.k, r, kvh, j0, hd), *Vp = kv_at(r.v, r, kvh, j0, hd);
+    int n4 = nk * hd / 4;
+#pragma unroll 4
+    for (int i = tid; i < n4; i += ATT_THREADS) {
+        float4 kk = __ldcg(reinterpret_cast<const float4 *>(K) + i);
+        float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
+        int j = i / (hd / 4), d = 4 * (i % (hd / 4));
+        *reinterpret_cast<float4 *>(ks + j * KS + d) = kk;
+        reinterpret_cast<float4 *>(vs)[i] = vv;
+    }
+    for (int i = tid; i < G * hd; i += ATT_THREADS) qs[i] = q[(long)t * ldq + (long)kvh * G * hd + i];
+    __syncthreads();
+    float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
+    long gstride = (long)max_splits * (hd + 2);
+    /* One warp per head (S = 32 keys = its lanes). */
+    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
+        int j = lane;
+        float sc = -INFINITY;
+        if (j < nk) {
+            const float4 *qg = reinterpret_cast<const float4 *>(qs + g * hd);
+            const float4 *kj = reinterpret_cast<const float4 *>(ks + j * KS);
+            float a = 0.0f;
+#pragma unroll
+            for (int d = 0; d < hd / 4; d++) {
+                float4 qa = qg[d], ka = kj[d];
+                a = fmaf(qa.x, ka.x, a);
+                a = fmaf(qa.y, ka.y, a);
+                a = fmaf(qa.z, ka.z, a);
+                a = fmaf(qa.w, ka.w, a);
+            }
+            sc = __fmul_rn(a, scale);
+        }
+        float m = sc;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        float p = j < nk ? expf(sc - m) : 0.0f;
+        float l = warp_sum(p);
+        ps[g * S + j] = p;
+        if (lane == 0) {
+            base[g * gstride + hd] = m;
+            base[g * gstride + hd + 1] = l;
+        }
+    }
+    __syncthreads();
+    for (int d = tid; d < hd; d += ATT_THREADS) {
+        float acc[ATT_MAX_GROUP];
+#pragma unroll
+        for (int g = 0; g < ATT_MAX_GROUP; g++) acc[g] = 0.0f;
+#pragma unroll 8
+        for (int j = 0; j < nk; j++) {
+            float vv = vs[j * hd + d];
+#pragma unroll
+            for (int g = 0; g < ATT_MAX_GROUP; g++)
+                if (g < G) acc[g] = fmaf(ps[g * S + j], vv, acc[g]);
+        }
+        for (int g = 0; g < G; g++) base[g * gstride + d] = acc[g];
+    }
+    /* The last split block of this (query, kv head) folds all splits:
+     * with M the largest split max (exact in any order), weights
+     * b_s = exp(m_s - M), out = (sum_s b_s o_s) / (sum_s b_s l_s), both sums
+     * in split order. */
+    int ns = (vis + S - 1) / S;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        unsigned *cnt = counters + (long)t * n_kv_heads + kvh;
+        unsigned done = atomicAdd(cnt, 1u);
+        is_last = done == (unsigned)ns - 1;
+        if (is_last) *cnt = 0;
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    float *mx = ps; /* [G], reusing the p buffer */
+    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
+        const float *pg = part + ((long)t * n_heads + kvh * G + g) * gstride;
+        float m = -INFINITY;
+        for (int sp = lane; sp < ns; sp += 32) m = fmaxf(m, __ldcg(pg + (long)sp * (hd + 2) + hd));
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        __syncwarp();
+        if (lane == 0) mx[g] = m;
+    }
+    __syncthreads();
+    for (int i = tid; i < G * hd; i += ATT_THREADS) {
+        int g = i / hd, d = i % hd;
+        const float *pg = part + ((long)t * n_heads + kvh * G + g) * gstride;
+        float M = mx[g], l = 0.0f, o = 0.0f;
+#pragma unroll 8
+        for (int sp = 0; sp < ns; sp++) {
+            const float *p = pg + (long)sp * (hd + 2);
+            float b = expf(__ldcg(p + hd) - M);
+            l = fmaf(b, __ldcg(p + hd + 1), l);
+            o = fmaf(b, __ldcg(p + d), o);
+        }
+        out[((long)t * n_heads + kvh * G + g) * hd + d] = o / l;
+    }
+}
+
+static int splits_for(int max_len) { return (max_len + S - 1) / S; }
+
+static size_t part_bytes(int total_q, int max_len, int n_heads, int head_dim)
+{
+    return (size_t)total_q * n_heads * splits_for(max_len) * (head_dim + 2) * sizeof(float);
+}
+
+extern "C" size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim)
+{
+    return part_bytes(total_q, max_len, n_heads, head_dim);
+}
+
+extern "C" size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads)
+{
+    return (size_t)total_q * n_kv_heads * sizeof(unsigned);
+}
+
+extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
+                                           int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
+                                           float scale, const float *d_q, long ldq, float *d_out, void *d_part,
+                                           unsigned *d_count)
+{
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > ATT_MAX_GROUP ||
+        (head_dim != 64 && head_dim != 128 && head_dim != 256))
+        return tern_error(TERN_E_UNSUPPORTED,
+                          "cuda attention: %d heads over %d kv heads, head_dim %d (at most %d heads per kv head; "
+                          "head_dim 64, 128 or 256)",
+                          n_heads, n_kv_heads, head_dim, (int)ATT_MAX_GROUP);
+    if (total_q <= 0) return TERN_OK;
+    if (max_len <= 0) return tern_error(TERN_E_INVALID, "cuda attention: max_len %d", max_len);
+    int ns = splits_for(max_len);
+    size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
+    void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,
+                 unsigned *, float *) = head_dim == 64 ? attn_split_kernel<64>
+                                        : head_dim == 128 ? attn_split_kernel<128> : attn_split_kernel<256>;
+    CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "attention shared memory");
+    return launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows, d_tok_row, ns,
+                  n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out);
+}
+
+__global__ void kv_write_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row,
+                                int n_kv_heads, int hd, const float *__restrict__ k, const float *__restrict__ v,
+                                long ld)
+{
+    wait_prior_grid();
+    int t = blockIdx.x;
+    tern_cuda_attn_row r = rows[tok_row[t]];
+    long pos = query_pos(r, t);
+    int w = n_kv_heads * hd;
+    for (int i = threadIdx.x; i < w; i += blockDim.x) {
+        int h = i / hd, d = i % hd;
+        kv_at(r.k, r, h, pos, hd)[d] = k[(long)t * ld + i];
+        kv_at(r.v, r, h, pos, hd)[d] = v[(long)t * ld + i];
+    }
+}
+
+extern "C" tern_status tern_cuda_kv_write(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
+                                          int total_q, int n_kv_heads, int head_dim, const float *d_k, const float *d_v,
+                                          long ld)
+{
+    if (total_q <= 0) return TERN_OK;
+    return launch(c, "kv_write", kv_write_kernel, dim3(total_q), dim3(256), 0, d_rows, d_tok_row, n_kv_heads, head_dim,
+                  d_k, d_v, ld);
+}

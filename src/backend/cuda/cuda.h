@@ -1,0 +1,221 @@
+/* The CUDA backend (sm_90): a device context and the decoder ops on device
+ * memory, callable from C.
+ *
+ * Every op implements the contract of its CPU counterpart in src/backend/cpu
+ * (same shapes, same layouts, float32 activations and accumulation) and is
+ * tested against it by tests/ops. Pointers named d_* are device memory,
+ * borrowed; ops are queued on the context's stream and return once queued
+ * (tern_cuda_sync waits). Ops never allocate device memory, so a sequence of
+ * them can be captured as a CUDA graph (tern_cuda_graph_*); the cuBLAS path
+ * creates its handle on first use, so run it once before capturing it.
+ *
+ * Batch invariance: every output row is computed by a sequence of operations
+ * that depends only on that row's own inputs and the op's fixed parameters
+ * (K, N, head_dim, ...), never on the number of rows or the other rows. The
+ * one exception is tern_cuda_matmul with TERN_CUDA_MM_CUBLAS, which the caller
+ * opts into (see there).
+ *
+ * Without CUDA (no nvcc at build time) only tern_cuda_built, _open, _close
+ * and _describe exist (none.c), and tern_cuda_open reports that the build
+ * has no CUDA support. */
+#ifndef TERN_BACKEND_CUDA_H
+#define TERN_BACKEND_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "tern/dtype.h"
+#include "tern/status.h"
+
+typedef struct tern_cuda tern_cuda;
+
+/* 1 when this build contains the CUDA backend. */
+int tern_cuda_built(void);
+
+/* Opens device `device` (0-based) with one stream. Returns an
+ * owned context, or TERN_E_UNSUPPORTED with a message naming what is missing
+ * (no CUDA in this build, the runtime's cudaGetDeviceCount error text, no
+ * device of that index, or a device older than sm_90). */
+tern_status tern_cuda_open(int device, tern_cuda **out);
+void tern_cuda_close(tern_cuda *c);
+/* "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)"; borrowed, lives with c. */
+const char *tern_cuda_describe(const tern_cuda *c);
+
+/* Programmatic dependent launch (on by default): each kernel may start
+ * while the one before it drains, fetching its weights, and waits for that
+ * kernel's results before reading them. Off queues plain launches. */
+void tern_cuda_set_pdl(tern_cuda *c, int on);
+
+/* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */
+tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out);
+void tern_cuda_free(tern_cuda *c, void *d);
+/* Synchronous copies on the context's stream. */
+tern_status tern_cuda_upload(tern_cuda *c, void *d_dst, const void *src, size_t bytes);
+tern_status tern_cuda_download(tern_cuda *c, void *dst, const void *d_src, size_t bytes);
+/* Asynchronous host->device copy (src must stay valid until the stream
+ * reaches it; pinned memory from tern_cuda_host_alloc for graph replays). */
+tern_status tern_cuda_upload_async(tern_cuda *c, void *d_dst, const void *src, size_t bytes);
+tern_status tern_cuda_host_alloc(tern_cuda *c, size_t bytes, void **out);
+void tern_cuda_host_free(tern_cuda *c, void *p);
+tern_status tern_cuda_memset(tern_cuda *c, void *d, int value, size_t bytes);
+/* Asynchronous device->device and device->host copies on the stream. */
+tern_status tern_cuda_copy(tern_cuda *c, void *d_dst, const void *d_src, size_t bytes);
+tern_status tern_cuda_download_async(tern_cuda *c, void *dst, const void *d_src, size_t bytes);
+tern_status tern_cuda_sync(tern_cuda *c);
+
+/* Graph capture of the ops queued between begin and end; launch replays
+ * them. Returns an owned graph handle (tern_cuda_graph_free). */
+typedef struct tern_cuda_graph tern_cuda_graph;
+tern_status tern_cuda_graph_begin(tern_cuda *c);
+tern_status tern_cuda_graph_end(tern_cuda *c, tern_cuda_graph **out);
+tern_status tern_cuda_graph_launch(tern_cuda *c, tern_cuda_graph *g);
+void tern_cuda_graph_free(tern_cuda_graph *g);
+
+/* Timing with events on the context's stream: mark, then elapsed since the
+ * last mark after synchronising (milliseconds). */
+tern_status tern_cuda_timer_mark(tern_cuda *c);
+tern_status tern_cuda_timer_elapsed(tern_cuda *c, float *ms);
+
+/* ---- ops ---------------------------------------------------------------- */
+
+typedef enum {
+    TERN_CUDA_ACT_F32 = 0,   /* activations stay float32 (reference path) */
+    TERN_CUDA_ACT_BF16 = 1   /* activations rounded to bf16 before products with
+                                BF16 weights, as TERN_ACT_BF16 on the CPU */
+} tern_cuda_act;
+
+typedef enum {
+    /* own kernels for every M: batch-invariant (the default) */
+    TERN_CUDA_MM_OWN = 0,
+    /* cuBLAS GEMM (bf16 x bf16 -> f32) when M > 16 and the weights are BF16:
+     * faster prefill, but cuBLAS chooses its algorithm (tile shape, split-K)
+     * from M, so a row's bits can change with the number of rows. Also
+     * implies bf16 activations for those products. */
+    TERN_CUDA_MM_CUBLAS = 1
+} tern_cuda_mm_path;
+
+enum { TERN_CUDA_GEMV_MAX_M = 16 };
+
+/* y[M, N] (row stride ldy) = x[M, K] . w[N, K]^T, or y += that when
+ * accumulate is set (the residual add, same arithmetic as a separate add).
+ * w is row-major in F32, F16 or BF16; K must be a multiple of 8 and w, x
+ * 16-byte aligned. M <= 16 runs one kernel that streams each weight row once
+ * for all M rows; larger M runs it over 16-row tiles (or cuBLAS, see path).
+ * d_tmp: workspace of tern_cuda_matmul_tmp_bytes(M, K) bytes (may be NULL
+ * when that is 0). */
+tern_status tern_cuda_matmul(tern_cuda *c, tern_cuda_act act, tern_cuda_mm_path path, const float *d_x,
+                             int M, int K, const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy,
+                             int accumulate, void *d_tmp);
+size_t tern_cuda_matmul_tmp_bytes(tern_cuda_mm_path path, int M, int K, int N);
+
+/* h[M, F] = silu(x . wg^T) * (x . wu^T), wg and wu [F, K]: one pass over
+ * both weights (gate and up of a SwiGLU MLP). Each element is bit-identical
+ * to two tern_cuda_matmul calls followed by tern_cuda_silu_mul. */
+tern_status tern_cuda_gate_up(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K,
+                              const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h);
+
+/* y[r] = x[r] / rms(x[r]) * w for n rows of width d; y may alias x. */
+tern_status tern_cuda_rmsnorm(tern_cuda *c, const float *d_x, float *d_y, int n, int d, const void *d_w,
+                              tern_dtype wdt, float eps);
+
+/* Rotary embedding of the first rope_dim dims of each of n_heads heads of
+ * x [n, n_heads*head_dim] (row stride ldx floats; rotate-half pairing), the table holding a row
+ * cs[p] = [cos[0..half), sin[0..half)] per position p (the CPU's
+ * tern_cpu_rope_table over positions 0..n_pos-1, uploaded); d_pos [n]. */
+tern_status tern_cuda_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                           const float *d_cs, const int *d_pos);
+
+/* Per head: optional RMSNorm over head_dim with weight d_w (Qwen3 q/k norm;
+ * NULL skips it), then rope; in place on x [n, n_heads*head_dim]. Bit-identical
+ * to tern_cuda_rmsnorm over n*n_heads rows followed by tern_cuda_rope. */
+tern_status tern_cuda_head_norm_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                                     const void *d_w, tern_dtype wdt, float eps, const float *d_cs,
+                                     const int *d_pos);
+
+/* g[i] = silu(g[i]) * u[i]; y[i] += x[i]. */
+tern_status tern_cuda_silu_mul(tern_cuda *c, float *d_g, const float *d_u, long count);
+tern_status tern_cuda_add(tern_cuda *c, float *d_y, const float *d_x, long count);
+
+/* out[t] = table[ids[t]] as float32, table [vocab, d] in F32/F16/BF16. */
+tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const void *d_table, tern_dtype dt,
+                            int d, float *d_out);
+
+/* ---- attention ---------------------------------------------------------- */
+
+/* One row (sequence) of an attention call, in device memory so that graph
+ * replays read the current lengths. Keys and values are float32, laid out
+ * as the CPU's KV pool (src/kv/kv.h): with a block table, position p of KV
+ * head h is at k + table[p / block_tokens] * block_stride + h * head_stride
+ * + (p % block_tokens) * head_dim (block_tokens a multiple of
+ * TERN_CUDA_ATTN_SPLIT); without one (table NULL) the row is one head-major
+ * block: k + h * head_stride + p * head_dim. */
+typedef struct tern_cuda_attn_row tern_cuda_attn_row;
+struct tern_cuda_attn_row {
+    float *k, *v;
+    const int *table;   /* device memory, borrowed; NULL for one contiguous block */
+    long block_stride;  /* floats per block (all heads); unused without a table */
+    long head_stride;   /* floats per head within a block */
+    int block_tokens;   /* unused without a table */
+    int len;            /* keys including this call's new tokens */
+    int n_q;            /* new tokens: query i sits at position len - n_q + i */
+    int q0;             /* index of the row's first query in q/out */
+};
+
+/* The attention prologue of a fused qkv output [n, ld] (per token: n_heads
+ * query heads, then n_kv_heads keys, then n_kv_heads values, head_dim each):
+ * q and k heads get their RMSNorm (d_qnorm / d_knorm, NULL for none) and
+ * rope at their row's position (table as tern_cuda_rope), in place; keys and
+ * values are stored in their row's cache. Bit-identical to
+ * tern_cuda_head_norm_rope on q and on k, then tern_cuda_kv_write. */
+tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads, int n_kv_heads,
+                                     int head_dim, int rope_dim, const void *d_qnorm, const void *d_knorm,
+                                     tern_dtype wdt, float eps, const float *d_cs, const tern_cuda_attn_row *d_rows,
+                                     const int *d_tok_row);
+
+/* Writes the n_q new keys and values of every row (k, v [total_q,
+ * n_kv_heads*head_dim], token t of row r at index q0 + i) at positions
+ * len - n_q .. len - 1 of the row's cache; ld: floats between tokens of k and v. d_tok_row [total_q]: row of each
+ * query token. */
+tern_status tern_cuda_kv_write(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
+                               int total_q, int n_kv_heads, int head_dim, const float *d_k, const float *d_v,
+                               long ld);
+
+/* Causal GQA attention of every query token against its row's keys:
+ * out = softmax(scale * q k^T) v. Keys are taken in fixed splits of
+ * TERN_CUDA_ATTN_SPLIT positions (flash-decoding: the splits of one query
+ * run in parallel, then combine in split order), so a query's result depends
+ * only on its own row and position. q has ldq floats between tokens, out
+ * is [total_q, n_heads*head_dim]. max_len bounds every row's len (it sizes
+ * the grid); d_part: scratch of tern_cuda_attention_tmp_bytes; d_count:
+ * tern_cuda_attention_count_bytes of counters, zeroed once before the first
+ * call (each call leaves them at zero; a buffer sized for the largest
+ * total_q serves every call). */
+enum { TERN_CUDA_ATTN_SPLIT = 32 };
+tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
+                                int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
+                                float scale, const float *d_q, long ldq, float *d_out, void *d_part,
+                                unsigned *d_count);
+size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
+size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
+
+/* ---- test data and bandwidth -------------------------------------------- */
+
+/* Fills n elements of dtype dt (F32/F16/BF16) with uniform values in
+ * [-scale, scale) from a counter hash of (seed, index): the same values on
+ * every run, made on the device (a model's worth of weights never crosses
+ * the bus). */
+tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern_dtype dt, uint64_t seed, float scale);
+
+/* Reads bytes of d_src with 16-byte loads (the pattern of the matmul
+ * weight stream) and writes one word per block to d_sink (4096 floats). */
+tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, float *d_sink);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,246 @@
+/* CUDA context: device selection, stream, memory, graphs,
+ * timers, and a read-bandwidth kernel. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/common.cuh"
+
+struct tern_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+extern "C" int tern_cuda_built(void) { return 1; }
+
+extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
+{
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess)
+        return tern_error(TERN_E_UNSUPPORTED, "no usable CUDA device: cudaGetDeviceCount: %s (%s)",
+                          cudaGetErrorString(e), cudaGetErrorName(e));
+    if (device < 0 || device >= n)
+        return tern_error(TERN_E_UNSUPPORTED, "no CUDA device %d: %d device%s present", device, n,
+                          n == 1 ? "" : "s");
+    cudaDeviceProp p;
+    CUDA_TRY(cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties");
+    if (p.major < 9)
+        return tern_error(TERN_E_UNSUPPORTED, "CUDA device %d (%s) is sm_%d%d; this build needs sm_90 or newer",
+                          device, p.name, p.major, p.minor);
+    CUDA_TRY(cudaSetDevice(device), "cudaSetDevice");
+    tern_cuda *c = (tern_cuda *)calloc(1, sizeof *c);
+    if (!c) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
+    c->device = device;
+    c->pdl = 1;
+    c->sms = p.multiProcessorCount;
+    snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
+             p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
+    if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&c->mark)) != cudaSuccess || (e = cudaEventCreate(&c->stop)) != cudaSuccess) {
+        tern_cuda_close(c);
+        return cuda_fail(e, "creating the stream");
+    }
+    *out = c;
+    return TERN_OK;
+}
+
+extern "C" void tern_cuda_close(tern_cuda *c)
+{
+    if (!c) return;
+    if (c->blas) c->blas_destroy(c->blas);
+    if (c->mark) cudaEventDestroy(c->mark);
+    if (c->stop) cudaEventDestroy(c->stop);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+extern "C" void tern_cuda_set_pdl(tern_cuda *c, int on) { c->pdl = on != 0; }
+
+extern "C" const char *tern_cuda_describe(const tern_cuda *c) { return c->desc; }
+
+extern "C" tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out)
+{
+    cudaError_t e = cudaMalloc(d_out, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        *d_out = NULL;
+        cudaGetLastError();
+        return tern_error(TERN_E_NOMEM, "cuda: cannot allocate %zu bytes on the device: %s", bytes,
+                          cudaGetErrorString(e));
+    }
+    return TERN_OK;
+}
+
+extern "C" void tern_cuda_free(tern_cuda *c, void *d)
+{
+    if (d) cudaFree(d);
+}
+
+extern "C" tern_status tern_cuda_upload(tern_cuda *c, void *d_dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload");
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "upload");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_download(tern_cuda *c, void *dst, const void *d_src, size_t bytes)
+{
+    CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "download");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_upload_async(tern_cuda *c, void *d_dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_host_alloc(tern_cuda *c, size_t bytes, void **out)
+{
+    cudaError_t e = cudaMallocHost(out, bytes);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        return tern_error(TERN_E_NOMEM, "cuda: cannot allocate %zu bytes of pinned memory", bytes);
+    }
+    return TERN_OK;
+}
+
+extern "C" void tern_cuda_host_free(tern_cuda *c, void *p)
+{
+    if (p) cudaFreeHost(p);
+}
+
+extern "C" tern_status tern_cuda_memset(tern_cuda *c, void *d, int value, size_t bytes)
+{
+    CUDA_TRY(cudaMemsetAsync(d, value, bytes, c->stream), "memset");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_copy(tern_cuda *c, void *d_dst, const void *d_src, size_t bytes)
+{
+    CUDA_TRY(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, c->stream), "device copy");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_download_async(tern_cuda *c, void *dst, const void *d_src, size_t bytes)
+{
+    CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_sync(tern_cuda *c)
+{
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "synchronize");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_graph_begin(tern_cuda *c)
+{
+    CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_graph_end(tern_cuda *c, tern_cuda_graph **out)
+{
+    *out = NULL;
+    tern_cuda_graph *g = (tern_cuda_graph *)calloc(1, sizeof *g);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (e != cudaSuccess || !g) {
+        free(g);
+        if (graph) cudaGraphDestroy(graph);
+        return e != cudaSuccess ? cuda_fail(e, "graph capture") : tern_error(TERN_E_NOMEM, "cuda: out of memory");
+    }
+    g->graph = graph;
+    if ((e = cudaGraphInstantiate(&g->exec, graph, 0)) != cudaSuccess) {
+        cudaGraphDestroy(graph);
+        free(g);
+        return cuda_fail(e, "graph instantiate");
+    }
+    *out = g;
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_graph_launch(tern_cuda *c, tern_cuda_graph *g)
+{
+    CUDA_TRY(cudaGraphLaunch(g->exec, c->stream), "graph launch");
+    return TERN_OK;
+}
+
+extern "C" void tern_cuda_graph_free(tern_cuda_graph *g)
+{
+    if (!g) return;
+    cudaGraphExecDestroy(g->exec);
+    cudaGraphDestroy(g->graph);
+    free(g);
+}
+
+extern "C" tern_status tern_cuda_timer_mark(tern_cuda *c)
+{
+    CUDA_TRY(cudaEventRecord(c->mark, c->stream), "event record");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_timer_elapsed(tern_cuda *c, float *ms)
+{
+    CUDA_TRY(cudaEventRecord(c->stop, c->stream), "event record");
+    CUDA_TRY(cudaEventSynchronize(c->stop), "event synchronize");
+    CUDA_TRY(cudaEventElapsedTime(ms, c->mark, c->stop), "event elapsed");
+    return TERN_OK;
+}
+
+/* Grid-stride 16-byte reads, four in flight per thread, summed so the loads
+ * cannot be dropped; one word per block keeps the write traffic nil. */
+__global__ void read_bw_kernel(const uint4 *src, size_t n16, float *sink)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t acc = 0;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        uint4 a = ld_stream16(src + i), b = ld_stream16(src + i + stride);
+        uint4 d = ld_stream16(src + i + 2 * stride), e = ld_stream16(src + i + 3 * stride);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ d.x ^ d.y ^ d.z ^ d.w ^ e.x ^ e.y ^ e.z ^ e.w;
+    }
+    for (; i < n16; i += stride) {
+        uint4 a = ld_stream16(src + i);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    acc = __reduce_xor_sync(0xffffffffu, acc);
+    if (threadIdx.x == 0) sink[blockIdx.x] = __uint_as_float(acc);
+}
+
+extern "C" tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, float *d_sink)
+{
+    int sms = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->device), "device attribute");
+    read_bw_kernel<<<(sms * 8 > 4096 ? 4096 : sms * 8), 256, 0, c->stream>>>((const uint4 *)d_src, bytes / 16, d_sink);
+    return launched("read bandwidth");
+}
+
+/* splitmix64 of (seed, index) -> uniform [-scale, scale). */
+__global__ void fill_random_kernel(void *d, long n, tern_dtype dt, uint64_t seed, float scale)
+{
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        uint64_t z = seed * 0x9e3779b97f4a7c15ull + (uint64_t)i + 1;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        float u = (float)(z >> 40) * (1.0f / 16777216.0f);
+        float v = (2.0f * u - 1.0f) * scale;
+        if (dt == TERN_DT_F32) ((float *)d)[i] = v;
+        else if (dt == TERN_DT_BF16) ((__nv_bfloat16 *)d)[i] = __float2bfloat16_rn(v);
+        else ((__half *)d)[i] = __float2half_rn(v);
+    }
+}
+
+extern "C" tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern_dtype dt, uint64_t seed, float scale)
+{
+    if (dt != TERN_DT_F32 && dt != TERN_DT_F16 && dt != TERN_DT_BF16)
+        return tern_error(TERN_E_UNSUPPORTED, "cuda fill_random: dtype %s", tern_dtype_name(dt));
+    if (n <= 0) return TERN_OK;
+    long b = (n + 255) / 256;
+    fill_random_kernel<<<(unsigned)(b > 65536 ? 65536 : b), 256, 0, c->stream>>>(d, n, dt, seed, scale);
+    return launched("fill_random");
+}

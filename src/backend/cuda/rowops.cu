@@ -1,0 +1,231 @@
+/* Per-row ops: RMSNorm, rotary embedding (also fused with the per-head
+ * q/k norm), SwiGLU's silu * up, residual add, embedding gather.
+ *
+ * Products and sums that the CPU reference writes as separate operations use
+ * the non-contracting intrinsics (__fmul_rn, __fadd_rn, ...) so that they
+ * round the same way as there. Reductions (the RMS) have an order fixed by
+ * the row width alone. */
+#include "backend/cuda/common.cuh"
+
+enum { ROW_BLOCK = 1024, WARP_ROW_MAX = 1024, HEAD_MAX = 256 };
+
+/* Sum of squares of x[0..d) by one warp: lane l adds x[l], x[l+32], ... in
+ * order, then the fixed butterfly. Used for d <= WARP_ROW_MAX. */
+__device__ __forceinline__ float warp_sumsq(const float *x, int d, int lane)
+{
+    float s = 0.0f;
+    for (int i = lane; i < d; i += 32) s = fmaf(x[i], x[i], s);
+    return warp_sum(s);
+}
+
+__device__ __forceinline__ float rms_inv(float ss, int d, float eps)
+{
+    return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, (float)d), eps));
+}
+
+/* Wide rows: one block of ROW_BLOCK threads per row; thread t adds the
+ * elements t, t+1024, ... in order, warps combine by butterfly, and thread 0
+ * adds the 32 warp sums in order. */
+__global__ void rmsnorm_block_kernel(const float *x, float *y, int d, const void *__restrict__ w,
+                                     tern_dtype wdt, float eps)
+{
+    __shared__ float part[ROW_BLOCK / 32];
+    __shared__ float inv_s;
+    wait_prior_grid();
+    const float *xr = x + (long)blockIdx.x * d;
+    float *yr = y + (long)blockIdx.x * d;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < d; i += ROW_BLOCK) s = fmaf(xr[i], xr[i], s);
+    s = warp_sum(s);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int i = 0; i < ROW_BLOCK / 32; i++) t = __fadd_rn(t, part[i]);
+        inv_s = rms_inv(t, d, eps);
+    }
+    __syncthreads();
+    float inv = inv_s;
+    for (int i = threadIdx.x; i < d; i += ROW_BLOCK) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), weight_at(w, wdt, i));
+}
+
+/* Narrow rows: one warp per row, four rows per block. */
+__global__ void rmsnorm_warp_kernel(const float *x, float *y, int n, int d, const void *__restrict__ w,
+                                    tern_dtype wdt, float eps)
+{
+    wait_prior_grid();
+    int r = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (r >= n) return;
+    const float *xr = x + (long)r * d;
+    float *yr = y + (long)r * d;
+    float inv = rms_inv(warp_sumsq(xr, d, lane), d, eps);
+    for (int i = lane; i < d; i += 32) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), weight_at(w, wdt, i));
+}
+
+extern "C" tern_status tern_cuda_rmsnorm(tern_cuda *c, const float *d_x, float *d_y, int n, int d, const void *d_w,
+                                         tern_dtype wdt, float eps)
+{
+    if (n <= 0) return TERN_OK;
+    if (d > WARP_ROW_MAX)
+        return launch(c, "rmsnorm", rmsnorm_block_kernel, dim3(n), dim3(ROW_BLOCK), 0, d_x, d_y, d, d_w, wdt, eps);
+    return launch(c, "rmsnorm", rmsnorm_warp_kernel, dim3((n + 3) / 4), dim3(128), 0, d_x, d_y, n, d, d_w, wdt, eps);
+}
+
+/* Rotates v[0..half) against v[half..2*half) with the row cs of the table. */
+__device__ __forceinline__ void rope_pair(float *v, int i, int half, const float *cs)
+{
+    float a = v[i], b = v[i + half], co = cs[i], si = cs[half + i];
+    v[i] = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
+    v[i + half] = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
+}
+
+/* One head of one token by one warp: optional RMSNorm in shared memory b,
+ * then rope with table row csrow (NULL: none), then the write back to v and,
+ * when dst is set, to dst as well. */
+__device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, int head_dim, int rope_dim,
+                                               const void *w, tern_dtype wdt, float eps, const float *csrow, int lane)
+{
+    if (w) {
+        float inv = rms_inv(warp_sumsq(v, head_dim, lane), head_dim, eps);
+        for (int i = lane; i < head_dim; i += 32) b[i] = __fmul_rn(__fmul_rn(v[i], inv), weight_at(w, wdt, i));
+    } else {
+        for (int i = lane; i < head_dim; i += 32) b[i] = v[i];
+    }
+    __syncwarp();
+    if (csrow) {
+        int half = rope_dim / 2;
+        for (int i = lane; i < half; i += 32) rope_pair(b, i, half, csrow);
+        __syncwarp();
+    }
+    for (int i = lane; i < head_dim; i += 32) {
+        v[i] = b[i];
+        if (dst) dst[i] = b[i];
+    }
+}
+
+/* One warp per (token, head), four per block. */
+__global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                                      const void *__restrict__ w, tern_dtype wdt, float eps,
+                                      const float *__restrict__ cs, const int *__restrict__ pos)
+{
+    __shared__ float buf[4][HEAD_MAX];
+    wait_prior_grid();
+    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (item >= n * n_heads) return;
+    int t = item / n_heads;
+    float *v = x + (long)t * ldx + (long)(item % n_heads) * head_dim;
+    norm_rope_head(v, buf[threadIdx.x >> 5], NULL, head_dim, rope_dim, w, wdt, eps,
+                   cs ? cs + (long)pos[t] * rope_dim : NULL, lane);
+}
+
+/* The fused attention prologue: per token, its H query heads (q norm,
+ * rope), HK key heads (k norm, rope, stored in the cache) and HK value heads
+ * (stored) of the fused qkv row, one warp per head. */
+__global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK, int head_dim, int rope_dim,
+                                      const void *__restrict__ qw, const void *__restrict__ kw, tern_dtype wdt,
+                                      float eps, const float *__restrict__ cs,
+                                      const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row)
+{
+    __shared__ float buf[4][HEAD_MAX];
+    wait_prior_grid();
+    int per = H + 2 * HK;
+    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (item >= n * per) return;
+    int t = item / per, h = item % per;
+    tern_cuda_attn_row r = rows[tok_row[t]];
+    long p = query_pos(r, t);
+    float *v = qkv + (long)t * ld + (long)h * head_dim;
+    const float *csrow = cs + p * rope_dim;
+    if (h < H) {
+        norm_rope_head(v, buf[threadIdx.x >> 5], NULL, head_dim, rope_dim, qw, wdt, eps, csrow, lane);
+    } else if (h < H + HK) {
+        float *dst = kv_at(r.k, r, h - H, p, head_dim);
+        norm_rope_head(v, buf[threadIdx.x >> 5], dst, head_dim, rope_dim, kw, wdt, eps, csrow, lane);
+    } else {
+        float *dst = kv_at(r.v, r, h - H - HK, p, head_dim);
+        for (int i = lane; i < head_dim; i += 32) dst[i] = v[i];
+    }
+}
+
+extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
+                                                int n_kv_heads, int head_dim, int rope_dim, const void *d_qnorm,
+                                                const void *d_knorm, tern_dtype wdt, float eps, const float *d_cs,
+                                                const tern_cuda_attn_row *d_rows, const int *d_tok_row)
+{
+    if (head_dim > HEAD_MAX || rope_dim > head_dim || rope_dim % 2 || !d_cs)
+        return tern_error(TERN_E_UNSUPPORTED, "cuda rope: head_dim %d / rope_dim %d (head_dim at most %d)", head_dim,
+                          rope_dim, HEAD_MAX);
+    if (n <= 0) return TERN_OK;
+    long items = (long)n * (n_heads + 2 * n_kv_heads);
+    return launch(c, "qkv_rope_store", qkv_rope_store_kernel, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_qkv,
+                  ld, n, n_heads, n_kv_heads, head_dim, rope_dim, d_qnorm, d_knorm, wdt, eps, d_cs, d_rows, d_tok_row);
+}
+
+extern "C" tern_status tern_cuda_head_norm_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim,
+                                                int rope_dim, const void *d_w, tern_dtype wdt, float eps,
+                                                const float *d_cs, const int *d_pos)
+{
+    if (head_dim > HEAD_MAX || rope_dim > head_dim || rope_dim % 2)
+        return tern_error(TERN_E_UNSUPPORTED, "cuda rope: head_dim %d / rope_dim %d (head_dim at most %d)", head_dim,
+                          rope_dim, HEAD_MAX);
+    if (n <= 0) return TERN_OK;
+    long items = (long)n * n_heads;
+    return launch(c, "head_norm_rope", head_norm_rope_kernel, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_x, ldx, n,
+                  n_heads, head_dim, rope_dim, d_w, wdt, eps, d_cs, d_pos);
+}
+
+extern "C" tern_status tern_cuda_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
+                                      const float *d_cs, const int *d_pos)
+{
+    return tern_cuda_head_norm_rope(c, d_x, ldx, n, n_heads, head_dim, rope_dim, NULL, TERN_DT_F32, 0.0f, d_cs, d_pos);
+}
+
+__global__ void silu_mul_kernel(float *g, const float *__restrict__ u, long count)
+{
+    wait_prior_grid();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
+        float a = g[i];
+        g[i] = a / (1.0f + expf(-a)) * u[i];
+    }
+}
+
+__global__ void add_kernel(float *y, const float *__restrict__ x, long count)
+{
+    wait_prior_grid();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x)
+        y[i] = __fadd_rn(y[i], x[i]);
+}
+
+static unsigned elt_blocks(long count)
+{
+    long b = (count + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
+}
+
+extern "C" tern_status tern_cuda_silu_mul(tern_cuda *c, float *d_g, const float *d_u, long count)
+{
+    if (count <= 0) return TERN_OK;
+    return launch(c, "silu_mul", silu_mul_kernel, dim3(elt_blocks(count)), dim3(256), 0, d_g, d_u, count);
+}
+
+extern "C" tern_status tern_cuda_add(tern_cuda *c, float *d_y, const float *d_x, long count)
+{
+    if (count <= 0) return TERN_OK;
+    return launch(c, "add", add_kernel, dim3(elt_blocks(count)), dim3(256), 0, d_y, d_x, count);
+}
+
+__global__ void embed_kernel(const int32_t *__restrict__ ids, const void *__restrict__ table, tern_dtype dt, int d,
+                             float *__restrict__ out)
+{
+    wait_prior_grid();
+    long row = ids[blockIdx.x];
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        out[(long)blockIdx.x * d + i] = weight_at(table, dt, row * d + i);
+}
+
+extern "C" tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const void *d_table, tern_dtype dt,
+                                       int d, float *d_out)
+{
+    if (n <= 0) return TERN_OK;
+    return launch(c, "embed", embed_kernel, dim3(n), dim3(256), 0, d_ids, d_table, dt, d, d_out);
+}

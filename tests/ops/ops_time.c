@@ -1,0 +1,92 @@
+/* ops_test --time: kernel timings at Qwen3-8B shapes (hidden 4096, 32/8
+ * heads of 128, FFN 12288, vocab 151936), weights made on the device. Each
+ * figure is the mean of 50 launches after 5 warm-ups, timed with events;
+ * GB/s counts the weight bytes (matmuls) or K/V bytes (attention) read. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ops_harness.h"
+
+static void *dev_random(long n, tern_dtype dt, unsigned seed)
+{
+    void *d = ops_dev_zero((size_t)n * tern_dtype_size(dt));
+    ops_ok(tern_cuda_fill_random(ops_cuda, d, n, dt, seed, 0.05f), "fill");
+    return d;
+}
+
+#define TIME_IT(ms, expr)                                              \
+    do {                                                               \
+        for (int w_ = 0; w_ < 5; w_++) ops_ok((expr), #expr);          \
+        ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");               \
+        for (int i_ = 0; i_ < 50; i_++) (expr);                        \
+        ops_ok(tern_cuda_timer_elapsed(ops_cuda, &(ms)), "timer");     \
+        (ms) /= 50;                                                    \
+    } while (0)
+
+void ops_time(void)
+{
+    static const struct { const char *what; int K, N; } mm[] = {
+        {"qkv (fused)", 4096, 6144}, {"o", 4096, 4096}, {"down", 12288, 4096}, {"lm_head", 4096, 151936}};
+    static const int Ms[] = {1, 4, 16};
+    float *x = dev_random(16L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(16L * 151936 * 4);
+    float ms;
+    printf("%-14s %3s %10s %9s\n", "matmul bf16", "M", "us", "GB/s");
+    for (int i = 0; i < 4; i++) {
+        void *w = dev_random((long)mm[i].K * mm[i].N, TERN_DT_BF16, 2 + i);
+        double gb = (double)mm[i].K * mm[i].N * 2 / 1e9;
+        for (int m = 0; m < 3; m++) {
+            TIME_IT(ms, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K, w,
+                                         TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, NULL));
+            printf("%-14s %3d %10.1f %9.0f\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3));
+        }
+        tern_cuda_free(ops_cuda, w);
+    }
+    {
+        void *wg = dev_random(4096L * 12288, TERN_DT_BF16, 7), *wu = dev_random(4096L * 12288, TERN_DT_BF16, 8);
+        double gb = 2.0 * 4096 * 12288 * 2 / 1e9;
+        for (int m = 0; m < 3; m++) {
+            TIME_IT(ms, tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, x, Ms[m], 4096, wg, wu, TERN_DT_BF16, 12288, y));
+            printf("%-14s %3d %10.1f %9.0f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3));
+        }
+        tern_cuda_free(ops_cuda, wg);
+        tern_cuda_free(ops_cuda, wu);
+    }
+    /* Decode attention: one row, 32 query heads over 8 kv heads of 128. */
+    static const int lens[] = {512, 4096, 32768};
+    printf("%-14s %6s %7s %9s\n", "attention", "len", "us", "GB/s");
+    for (int i = 0; i < 3; i++) {
+        int len = lens[i];
+        long hs = (long)len * 128;
+        float *k = dev_random(8 * hs, TERN_DT_F32, 20), *v = dev_random(8 * hs, TERN_DT_F32, 21);
+        float *q = dev_random(32 * 128, TERN_DT_F32, 22), *out = ops_dev_zero(32 * 128 * 4);
+        tern_cuda_attn_row row = {k, v, NULL, 0, hs, 0, len, 1, 0};
+        int zero = 0;
+        tern_cuda_attn_row *drow = ops_dev(&row, sizeof row);
+        int *dtok = ops_dev(&zero, sizeof zero);
+        void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(1, len, 32, 128));
+        unsigned *count = ops_dev_zero(tern_cuda_attention_count_bytes(1, 8));
+        TIME_IT(ms, tern_cuda_attention(ops_cuda, drow, dtok, 1, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part, count));
+        tern_cuda_free(ops_cuda, count);
+        printf("%-14s %6d %7.1f %9.0f\n", "decode", len, ms * 1e3, 2.0 * 8 * hs * 4 / 1e9 / (ms / 1e3));
+        tern_cuda_free(ops_cuda, k); tern_cuda_free(ops_cuda, v); tern_cuda_free(ops_cuda, q);
+        tern_cuda_free(ops_cuda, out); tern_cuda_free(ops_cuda, drow); tern_cuda_free(ops_cuda, dtok);
+        tern_cuda_free(ops_cuda, part);
+    }
+    {
+        void *w = dev_random(4096, TERN_DT_BF16, 30);
+        TIME_IT(ms, tern_cuda_rmsnorm(ops_cuda, x, y, 1, 4096, w, TERN_DT_BF16, 1e-6f));
+        printf("%-14s %10.1f us\n", "rmsnorm 4096", ms * 1e3);
+        tern_cuda_free(ops_cuda, w);
+    }
+    {
+        size_t bytes = 4ull << 30;
+        void *src = ops_dev_zero(bytes);
+        float *sink = ops_dev_zero(4096 * 4);
+        TIME_IT(ms, tern_cuda_read_bw(ops_cuda, src, bytes, sink));
+        printf("%-14s %10.0f GB/s (4 GiB, 16-byte loads)\n", "read bandwidth", bytes / 1e9 / (ms / 1e3));
+        tern_cuda_free(ops_cuda, src);
+        tern_cuda_free(ops_cuda, sink);
+    }
+    tern_cuda_free(ops_cuda, x);
+    tern_cuda_free(ops_cuda, y);
+}
