@@ -2,12 +2,21 @@
  * shapes the config implies for them. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/model_internal.h"
 
 static tern_status bind(tern_model *m, tern_weight *w, const char *name, int rows, int cols, int optional)
 {
     const tern_tensor *t;
+    /* "<module>.weight" with "<module>.scales" beside it: MLX quantized */
+    size_t nl = strlen(name);
+    if (rows > 1 && nl > 7 && !strcmp(name + nl - 7, ".weight")) {
+        char module[512], sc[520];
+        snprintf(module, sizeof module, "%.*s", (int)(nl - 7), name);
+        snprintf(sc, sizeof sc, "%s.scales", module);
+        if (tern_tensors_find(m->tensors, sc)) return tern_weight_bind_quant(m, w, module, rows, cols);
+    }
     int64_t dims[2] = {rows, cols};
     int ndim = rows == 1 ? 1 : 2;
     if (rows == 1) dims[0] = cols;
@@ -87,6 +96,14 @@ tern_status tern_llama_bind_weights(tern_model *m)
     if (c->tie_embeddings && !tern_tensors_find(m->tensors, "lm_head.weight")) {
         m->lm_head = m->embed;
         m->head_is_embed = 1;
+        if (tern_dtype_is_quant(m->embed.dt)) {
+            /* the head gets its own descriptor: packing it must not move the
+             * embedding's rows, which the gather reads in place */
+            tern_qmat *q = tern_model_new_qmat(m);
+            if (!q) return tern_error(TERN_E_NOMEM, "out of memory");
+            *q = *(const tern_qmat *)m->embed.data;
+            m->lm_head.data = q;
+        }
     } else if ((st = bind(m, &m->lm_head, "lm_head.weight", c->vocab, c->hidden, 0))) {
         return st;
     }

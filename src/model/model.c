@@ -35,7 +35,7 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (!st) st = tern_pool_create(threads, &m->pool);
-    if (!st && want_panels(opts)) st = tern_model_pack_weights(m);
+    if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();
     if (st) {
@@ -57,6 +57,8 @@ void tern_model_free(tern_model *m)
     if (m->arena) munmap(m->arena, m->arena_bytes);
     tern_tensors_close(m->tensors);
     tern_config_clear(&m->cfg);
+    for (int i = 0; i < m->n_qmats; i++) free(m->qmats[i]);
+    free(m->qmats);
     free(m);
 }
 
@@ -76,7 +78,7 @@ const int32_t *tern_model_eos_ids(const tern_model *m, int *n)
 size_t tern_model_decode_bytes(const tern_model *m)
 {
     size_t b = m->weight_bytes;
-    size_t emb = (size_t)m->embed.rows * m->embed.cols * tern_dtype_size(m->embed.dt);
+    size_t emb = tern_weight_bytes(&m->embed);
     /* The embedding table is gathered one row per token, except when tied,
      * where the head reads it whole. */
     if (!m->head_is_embed) b -= emb;
@@ -86,6 +88,7 @@ size_t tern_model_decode_bytes(const tern_model *m)
 const char *tern_model_weights_desc(const tern_model *m)
 {
     if (!m->arena) return "mapped";
+    if (!m->arena_floats) return "mapped, quantized in panels";
     return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
 }
 

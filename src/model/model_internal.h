@@ -12,7 +12,9 @@
 #include "tern/model.h"
 
 /* A weight matrix [rows, cols] (= [N, K] of a matmul) or a vector (rows 1),
- * read in place from the mapping. data NULL = absent (optional tensors). */
+ * read in place from the mapping. data NULL = absent (optional tensors).
+ * Quantized matrices (dt MLX_Q4 / MLX_Q8): data is a tern_qmat owned by the
+ * model (model->qmats), describing the codes, scales and biases. */
 typedef struct {
     const void *data;       /* borrowed: the checkpoint mapping or the model's panel arena */
     tern_dtype dt;
@@ -50,13 +52,29 @@ struct tern_model {
     size_t weight_bytes;            /* every weight tensor bound */
     void *arena;                    /* owned mapping: matmul weights in panels, or NULL */
     size_t arena_bytes;
+    int arena_floats;               /* the arena holds the float matmul weights too */
     /* Activation buffers kept between passes (llama.c); forward passes on
      * one model run one at a time under fwd_lock, as its pool requires. */
     pthread_mutex_t fwd_lock;
     struct tern_fwd_ws *ws;         /* owned */
+    tern_qmat **qmats;              /* owned, n_qmats: descriptors of quantized weights */
+    int n_qmats, cap_qmats;
 };
 
 void tern_fwd_ws_free(struct tern_fwd_ws *ws);
+
+/* Quantized weights (weight_quant.c). */
+/* Binds module's quantized matrix ("<module>.weight" uint32 codes,
+ * ".scales", ".biases") as an [rows, cols] weight; bits and group come from
+ * the config's quantization section and are checked against the shapes. */
+tern_status tern_weight_bind_quant(struct tern_model *m, tern_weight *w, const char *module, int rows,
+                                   int cols);
+/* A new descriptor owned by m (zeroed), or NULL when out of memory. */
+tern_qmat *tern_model_new_qmat(struct tern_model *m);
+/* Row r of w (float or quantized, rows layout) as float32 into out[w->cols]. */
+void tern_weight_row_f32(const tern_weight *w, int r, float *out);
+/* Bytes the weight's tensors occupy as stored (codes, scales, biases). */
+size_t tern_weight_bytes(const tern_weight *w);
 
 /* Binds the tensors of the llama/qwen family to m->layers (llama_weights.c). */
 tern_status tern_llama_bind_weights(struct tern_model *m);
@@ -65,7 +83,8 @@ tern_status tern_llama_bind_weights(struct tern_model *m);
  * m->arena in the panel layout, using m->pool (weights_pack.c). When the copy
  * would not fit in the memory the system has available, or cannot be
  * mapped, the weights stay in the checkpoint mapping and TERN_OK is returned
- * (tern_model_weights_desc says "mapped"). */
-tern_status tern_model_pack_weights(struct tern_model *m);
+ * (tern_model_weights_desc says "mapped"). quant_only: only the quantized
+ * matrices move (to qpanel.h panels); the float ones stay mapped. */
+tern_status tern_model_pack_weights(struct tern_model *m, int quant_only);
 
 #endif

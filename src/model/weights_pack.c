@@ -2,7 +2,9 @@
  * layout (backend/cpu/panel.h), backed by transparent huge pages where the
  * kernel grants them. Decode then streams every projection as one
  * sequential read per thread. The input embedding table stays in the
- * checkpoint mapping (it is gathered by row, not multiplied). */
+ * checkpoint mapping (it is gathered by row, not multiplied). Quantized
+ * matrices go to the quantized panels of backend/cpu/qpanel.h (their only
+ * layout with vector kernels), also when the float weights stay mapped. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/panel.h"
+#include "backend/cpu/qpanel.h"
 #include "model/model_internal.h"
 
 enum { HUGE_PAGE = 2 << 20, PACK_TASK_PANELS = 64 };
@@ -18,11 +21,31 @@ typedef struct {
     tern_weight **w;        /* the weights to pack (borrowed) */
     size_t *off;            /* byte offset of each in the arena */
     int n, cap;
+    int quant_only;         /* float weights stay mapped */
 } pack_list;
+
+static int is_quant(const tern_weight *w)
+{
+    return tern_dtype_is_quant(w->dt);
+}
+
+static size_t packed_bytes(const tern_weight *w)
+{
+    if (!is_quant(w)) return tern_cpu_panel_bytes(w->dt, w->rows, w->cols);
+    const tern_qmat *q = w->data;
+    size_t b = tern_cpu_qpanel_bytes(tern_dtype_bits(w->dt), q->group, q->sdt, w->rows, w->cols);
+    return (b + 63) / 64 * 64;
+}
+
+static int panel_count(const tern_weight *w)
+{
+    return is_quant(w) ? tern_qp_count(w->rows) : tern_panel_count(w->rows);
+}
 
 static tern_status list_add(pack_list *l, tern_weight *w)
 {
     if (!w->data || w->rows < 1 || w->cols < 1) return TERN_OK;
+    if (l->quant_only && !is_quant(w)) return TERN_OK;
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 64;
         tern_weight **nw = realloc(l->w, (size_t)cap * sizeof *nw);
@@ -77,8 +100,14 @@ static uintptr_t page_size(void)
 static void pack_task(void *arg, int t)
 {
     const pack_job *j = arg;
-    int np = tern_panel_count(j->w->rows);
+    int np = panel_count(j->w);
     int p0 = t * PACK_TASK_PANELS, p1 = p0 + PACK_TASK_PANELS < np ? p0 + PACK_TASK_PANELS : np;
+    if (is_quant(j->w)) {
+        const tern_qmat *q = j->w->data;
+        tern_cpu_qpanel_pack(q->codes, q->scales, q->biases, q->sdt, tern_dtype_bits(j->w->dt), q->group,
+                             j->w->rows, j->w->cols, j->dst, p0, p1);
+        return;
+    }
 #ifdef MADV_POPULATE_READ
     /* map the source rows in one call instead of a fault per page */
     size_t row = (size_t)j->w->cols * tern_dtype_size(j->w->dt);
@@ -112,15 +141,27 @@ static size_t huge_bytes(const void *p, size_t len)
     return total;
 }
 
-/* Gives the checkpoint pages of a packed weight back (the mapping stays
+/* Gives the checkpoint pages of [a, a + len) back (the mapping stays
  * valid; a later read faults them in again from the page cache). */
-static void drop_source(const tern_weight *w)
+static void drop_range(const void *p, size_t len)
 {
     uintptr_t pg = page_size();
-    uintptr_t a = (uintptr_t)w->data;
-    uintptr_t b = a + (uintptr_t)w->rows * (uintptr_t)w->cols * tern_dtype_size(w->dt);
+    uintptr_t a = (uintptr_t)p, b = a + len;
     uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void drop_source(const tern_weight *w)
+{
+    if (!is_quant(w)) {
+        drop_range(w->data, (size_t)w->rows * (size_t)w->cols * tern_dtype_size(w->dt));
+        return;
+    }
+    const tern_qmat *q = w->data;
+    size_t sb = (size_t)w->rows * (size_t)(w->cols / q->group) * tern_dtype_size(q->sdt);
+    drop_range(q->codes, (size_t)w->rows * (size_t)w->cols * (size_t)tern_dtype_bits(w->dt) / 8);
+    drop_range(q->scales, sb);
+    drop_range(q->biases, sb);
 }
 
 /* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
@@ -136,14 +177,15 @@ static size_t mem_available(void)
     return kb << 10;
 }
 
-tern_status tern_model_pack_weights(tern_model *m)
+tern_status tern_model_pack_weights(tern_model *m, int quant_only)
 {
     pack_list l = {0};
+    l.quant_only = quant_only;
     tern_status st = collect(m, &l);
     size_t total = 0;
     for (int i = 0; !st && i < l.n; i++) {
         l.off[i] = total;
-        total += tern_cpu_panel_bytes(l.w[i]->dt, l.w[i]->rows, l.w[i]->cols);
+        total += packed_bytes(l.w[i]);
     }
     if (st || total == 0) goto out;
     size_t size = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
@@ -161,17 +203,24 @@ tern_status tern_model_pack_weights(tern_model *m)
     madvise(arena, size, MADV_HUGEPAGE);
     for (int i = 0; i < l.n; i++) {
         pack_job j = {l.w[i], arena + l.off[i]};
-        tern_pool_run(m->pool, pack_task, &j,
-                      (tern_panel_count(l.w[i]->rows) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
+        tern_pool_run(m->pool, pack_task, &j, (panel_count(l.w[i]) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
     }
     /* huge pages for at least half the arena: the hardware prefetcher carries decode */
     tern_wlayout layout = huge_bytes(arena, size) * 2 >= size ? TERN_WL_PANELS_HUGE : TERN_WL_PANELS;
     for (int i = 0; i < l.n; i++) {
         if (!(m->head_is_embed && l.w[i] == &m->lm_head)) drop_source(l.w[i]);
-        l.w[i]->data = arena + l.off[i];
+        if (is_quant(l.w[i])) {
+            /* the descriptor is the model's own (tern_model_new_qmat) */
+            tern_qmat *q = (tern_qmat *)l.w[i]->data;
+            q->codes = arena + l.off[i];
+            q->scales = q->biases = NULL;
+        } else {
+            l.w[i]->data = arena + l.off[i];
+        }
         l.w[i]->layout = layout;
     }
     m->arena = arena;
+    m->arena_floats = !quant_only;
     m->arena_bytes = size;
 out:
     free(l.w);
