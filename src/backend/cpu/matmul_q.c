@@ -32,38 +32,50 @@ size_t tern_qact_bytes(tern_act_mode mode, int M, int K, int group)
     return b;
 }
 
+void tern_qact_group(tern_act_mode mode, const float *xg, int group, float *sx, float *dx, int8_t *q)
+{
+    double p[8] = {0};
+    float amax = 0.0f;
+    for (int i = 0; i < group; i++) {
+        p[i & 7] += xg[i];
+        float v = fabsf(xg[i]);
+        if (v > amax) amax = v;
+    }
+    *sx = (float)(((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])));
+    if (mode != TERN_ACT_BF16) return;
+    if (!(amax > 0.0f) || !isfinite(amax)) {
+        *dx = isfinite(amax) ? 0.0f : NAN;
+        memset(q, 0, (size_t)group);
+        return;
+    }
+    float id = 127.0f / amax;
+    *dx = amax / 127.0f;
+    for (int i = 0; i < group; i++) {
+        float v = xg[i] * id;
+        /* NaN (and anything out of range) clamps like cvtps: to -127 */
+        long r = v == v ? lrintf(v) : -128;
+        q[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+    }
+}
+
+static void prep_portable(tern_act_mode mode, const float *x, int M, int K, int group, float *sx,
+                          float *dx, int8_t *xq)
+{
+    int G = K / group;
+    for (int m = 0; m < M; m++)
+        for (int g = 0; g < G; g++)
+            tern_qact_group(mode, x + (size_t)m * K + (size_t)g * group, group, sx + (size_t)m * G + g,
+                            dx + (size_t)m * G + g, xq + (size_t)m * K + (size_t)g * group);
+}
+
 void tern_qact_prepare(tern_act_mode mode, const float *x, int M, int K, int group, void *scratch,
-                       tern_qact *a)
+                       tern_qact_fn prep, tern_qact *a)
 {
     int G = K / group;
     float *sx = scratch, *dx = sx + (size_t)M * G;
     int8_t *xq = (int8_t *)(dx + (size_t)M * G);
     *a = (tern_qact){(int)mode, K, group, G, x, NULL, NULL, sx};
-    for (int m = 0; m < M; m++)
-        for (int g = 0; g < G; g++) {
-            const float *xg = x + (size_t)m * K + (size_t)g * group;
-            double s = 0;
-            float amax = 0.0f;
-            for (int i = 0; i < group; i++) {
-                s += xg[i];
-                float v = fabsf(xg[i]);
-                if (v > amax) amax = v;
-            }
-            sx[(size_t)m * G + g] = (float)s;
-            if (mode != TERN_ACT_BF16) continue;
-            int8_t *q = xq + (size_t)m * K + (size_t)g * group;
-            if (!(amax > 0.0f) || !isfinite(amax)) {
-                dx[(size_t)m * G + g] = isfinite(amax) ? 0.0f : NAN;
-                memset(q, 0, (size_t)group);
-                continue;
-            }
-            float id = 127.0f / amax;
-            dx[(size_t)m * G + g] = amax / 127.0f;
-            for (int i = 0; i < group; i++) {
-                long r = lrintf(xg[i] * id);
-                q[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
-        }
+    (prep ? prep : prep_portable)(mode, x, M, K, group, sx, dx, xq);
     if (mode == TERN_ACT_BF16) {
         a->xq = xq;
         a->dx = dx;
@@ -168,6 +180,7 @@ static void qtables_fill(void)
         for (int m = 0; m < 2; m++)
             for (int b = 0; b < 2; b++)
                 if (!t->panels[m][b]) t->panels[m][b] = qtables[TERN_CPU_ISA_AVX2].panels[m][b];
+        if (!t->prep) t->prep = qtables[TERN_CPU_ISA_AVX2].prep;
     }
 }
 
@@ -283,7 +296,7 @@ tern_status tern_cpu_matmul_q(tern_pool *pool, tern_act_mode mode, const float *
     }
     tern_qact acts[QMM_MAX_GROUPS];
     for (int g = 0; g < n_groups; g++)
-        tern_qact_prepare(mode, x, M, K, groups[g], scratch + off[g], &acts[g]);
+        tern_qact_prepare(mode, x, M, K, groups[g], scratch + off[g], tab->prep, &acts[g]);
 
     qmulti q;
     q.first_task[0] = 0;

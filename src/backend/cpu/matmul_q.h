@@ -3,8 +3,10 @@
  * w[n, k] = s[n, g] * q[n, k] + b[n, g], g = k / group.
  *
  * The activations of each row are prepared once per call (per group size):
- *   sx[m, g] = sum of x[m, k] over group g (float, summed in double in k
- *              order), for the bias term;
+ *   sx[m, g] = sum of x[m, k] over group g, for the bias term: in double,
+ *              8 partial sums (partial l takes the k = l mod 8 in order),
+ *              added ((p0+p4)+(p2+p6))+((p1+p5)+(p3+p7)), rounded to float
+ *              (a vector kernel computes the same sums);
  *   TERN_ACT_BF16 (the fast path): x quantized per group to int8,
  *              dx = max|x| / 127, xq = round(x * 127 / max|x|) (to nearest even);
  *   TERN_ACT_F32 (the reference path): x as it is.
@@ -51,17 +53,28 @@ typedef void (*tern_qmm_kernel)(const tern_qact *a, int m0, int m1, const tern_m
 
 /* Per-ISA kernels over qpanel.h panels, [mode][bits == 8]; NULL entries
  * fall back to the scalar kernels. */
+/* Prepares rows [0, M) of x as tern_qact_prepare documents (one ISA's
+ * version; every version gives identical bytes). */
+typedef void (*tern_qact_fn)(tern_act_mode mode, const float *x, int M, int K, int group, float *sx,
+                             float *dx, int8_t *xq);
+
 typedef struct {
     tern_qmm_kernel panels[2][2];
+    tern_qact_fn prep;      /* NULL: the portable one */
 } tern_qmm_table;
 
 void tern_qmm_table_avx2(tern_qmm_table *t);
 void tern_qmm_table_avx512(tern_qmm_table *t);
 
-/* Fills a, borrowing scratch (caller-provided, tern_qact_bytes large). */
+/* Fills a, borrowing scratch (caller-provided, tern_qact_bytes large);
+ * prep NULL: the portable preparation. */
 size_t tern_qact_bytes(tern_act_mode mode, int M, int K, int group);
 void tern_qact_prepare(tern_act_mode mode, const float *x, int M, int K, int group, void *scratch,
-                       tern_qact *a);
+                       tern_qact_fn prep, tern_qact *a);
+
+/* The portable preparation of one group of gs activations xg (borrowed):
+ * *sx, and for TERN_ACT_BF16 *dx and q[0..gs). */
+void tern_qact_group(tern_act_mode mode, const float *xg, int group, float *sx, float *dx, int8_t *q);
 
 /* The scalar kernels (also the reference the tests hold the others to). */
 void tern_qmm_scalar(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1);

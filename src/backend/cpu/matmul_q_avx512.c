@@ -229,8 +229,54 @@ static void q8_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int
     drive(8, 0, a, m0, m1, o, n0, n1);
 }
 
+/* tern_qact_prepare's preparation, 16 elements at a time: the same partial
+ * sums in double (lane l of the two 8-lane halves is partial l), the same
+ * maximum, product and rounding (cvtps rounds to nearest even, as lrintf in
+ * the default rounding mode): identical bytes. */
+static void prep(tern_act_mode mode, const float *x, int M, int K, int group, float *sx, float *dx,
+                 int8_t *xq)
+{
+    const int G = K / group;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int m = 0; m < M; m++)
+        for (int g = 0; g < G; g++) {
+            const float *xg = x + (size_t)m * K + (size_t)g * group;
+            __m512d p = _mm512_setzero_pd();
+            __m512 mx = _mm512_setzero_ps();
+            for (int i = 0; i < group; i += 16) {
+                __m512 v = _mm512_loadu_ps(xg + i);
+                p = _mm512_add_pd(p, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+                p = _mm512_add_pd(p, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+                mx = _mm512_max_ps(mx, _mm512_and_ps(v, absmask));
+            }
+            double l[8];
+            _mm512_storeu_pd(l, p);
+            sx[(size_t)m * G + g] = (float)(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
+            if (mode != TERN_ACT_BF16) continue;
+            float amax = _mm512_reduce_max_ps(mx);
+            int8_t *q = xq + (size_t)m * K + (size_t)g * group;
+            /* NaN lanes: max_ps keeps the second operand, so recheck in scalar */
+            int bad = !(amax > 0.0f) || !(amax <= 3.4028235e38f);
+            for (int i = 0; i < group && !bad; i++) bad = xg[i] != xg[i];
+            if (bad) {
+                tern_qact_group(mode, xg, group, sx + (size_t)m * G + g, dx + (size_t)m * G + g, q);
+                continue;
+            }
+            float id = 127.0f / amax;
+            dx[(size_t)m * G + g] = amax / 127.0f;
+            const __m512 vid = _mm512_set1_ps(id);
+            const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+            for (int i = 0; i < group; i += 16) {
+                __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + i), vid));
+                r = _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
+                _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(r));
+            }
+        }
+}
+
 void tern_qmm_table_avx512(tern_qmm_table *t)
 {
+    t->prep = prep;
     t->panels[TERN_ACT_F32][0] = q4_f32;
     t->panels[TERN_ACT_F32][1] = q8_f32;
     __builtin_cpu_init();
