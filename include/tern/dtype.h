@@ -22,6 +22,13 @@ typedef enum {
      * and biases [rows, cols / group] in a float dtype. */
     TERN_DT_MLX_Q4,
     TERN_DT_MLX_Q8,
+    /* GGUF block formats (ggml): rows of blocks, each block a scale (and
+     * min) with its codes; layouts in backend/cpu/gguf_blocks.h */
+    TERN_DT_Q8_0,
+    TERN_DT_Q4_0,
+    TERN_DT_Q4_K,
+    TERN_DT_Q5_K,
+    TERN_DT_Q6_K,
     TERN_DT_COUNT
 } tern_dtype;
 
@@ -30,8 +37,12 @@ typedef enum {
 size_t tern_dtype_size(tern_dtype dt);
 /* Bits per stored element (code bits for the quantized formats). */
 int tern_dtype_bits(tern_dtype dt);
-/* 1 for the quantized weight formats. */
+/* 1 for the quantized weight formats (MLX and GGUF). */
 int tern_dtype_is_quant(tern_dtype dt);
+/* Elements and bytes of one storage block: 1 and the element size for
+ * plain types, the block of a GGUF format, 0 and 0 for MLX (its group is
+ * per weight). */
+void tern_dtype_block(tern_dtype dt, int *elems, int *bytes);
 /* Safetensors spelling ("F32", "BF16", ...), or the format's name ("MLX_Q4"). */
 const char *tern_dtype_name(tern_dtype dt);
 /* Parses a safetensors dtype string (storage dtypes only); returns 0 and

@@ -1,5 +1,8 @@
 #include "cli/cli_util.h"
 
+#include "io/gguf.h"
+#include "model/gguf_tok.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,4 +109,26 @@ int cli_weights(const char *opt, const char *v, tern_weights_mode *out)
         return -1;
     }
     return 0;
+}
+
+tern_status cli_text_dir_open(const char *model, char *dir, size_t cap, int *temp)
+{
+    size_t n = strlen(model);
+    *temp = 0;
+    if (n <= 5 || strcmp(model + n - 5, ".gguf")) {
+        snprintf(dir, cap, "%s", model);
+        return TERN_OK;
+    }
+    tern_gguf *g;
+    tern_status st = tern_gguf_open(model, &g);
+    if (st) return st;
+    st = tern_gguf_write_text_files(g, dir, cap);
+    tern_gguf_close(g);
+    *temp = st == TERN_OK;
+    return st;
+}
+
+void cli_text_dir_close(const char *dir, int temp)
+{
+    if (temp) tern_gguf_remove_text_files(dir);
 }

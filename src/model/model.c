@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "io/model_dir.h"
+#include "model/gguf_tok.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
@@ -28,10 +29,16 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     tern_model *m = calloc(1, sizeof *m);
     if (!m) return tern_error(TERN_E_NOMEM, "out of memory");
     pthread_mutex_init(&m->fwd_lock, NULL);
-    tern_status st = tern_model_dir_resolve(path, m->dir, sizeof m->dir);
-    if (!st) st = tern_config_load(m->dir, &m->cfg);
-    if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
-    if (!st) st = tern_llama_bind_weights(m);
+    size_t pl = strlen(path);
+    tern_status st;
+    if (pl > 5 && !strcmp(path + pl - 5, ".gguf")) {
+        st = tern_gguf_model_bind(m, path);
+    } else {
+        st = tern_model_dir_resolve(path, m->dir, sizeof m->dir);
+        if (!st) st = tern_config_load(m->dir, &m->cfg);
+        if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
+        if (!st) st = tern_llama_bind_weights(m);
+    }
     int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (!st) st = tern_pool_create(threads, &m->pool);
@@ -56,6 +63,10 @@ void tern_model_free(tern_model *m)
     pthread_mutex_destroy(&m->fwd_lock);
     if (m->arena) munmap(m->arena, m->arena_bytes);
     tern_tensors_close(m->tensors);
+    if (m->gguf) {
+        if (m->dir[0]) tern_gguf_remove_text_files(m->dir);
+        tern_gguf_close(m->gguf);
+    }
     tern_config_clear(&m->cfg);
     for (int i = 0; i < m->n_qmats; i++) free(m->qmats[i]);
     free(m->qmats);

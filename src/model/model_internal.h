@@ -8,6 +8,7 @@
 #include "backend/cpu/matmul.h"
 #include "core/threadpool.h"
 #include "io/config.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "tern/model.h"
 
@@ -42,6 +43,8 @@ struct tern_model {
     tern_model_config cfg;
     char dir[4096];
     tern_tensor_set *tensors;       /* owned; every tern_weight points into it */
+    tern_gguf *gguf;                /* owned, a GGUF model instead of tensors; dir is then
+                                       the private directory of its tokenizer files */
     tern_layer *layers;             /* owned, cfg.n_layers */
     tern_weight embed;              /* [vocab, H] */
     tern_weight final_norm;         /* [H] */
@@ -75,6 +78,10 @@ tern_qmat *tern_model_new_qmat(struct tern_model *m);
 void tern_weight_row_f32(const tern_weight *w, int r, float *out);
 /* Bytes the weight's tensors occupy as stored (codes, scales, biases). */
 size_t tern_weight_bytes(const tern_weight *w);
+
+/* Opens a GGUF file into m->gguf, fills m->cfg and binds m->layers
+ * (gguf_model.c). */
+tern_status tern_gguf_model_bind(struct tern_model *m, const char *path);
 
 /* Binds the tensors of the llama/qwen family to m->layers (llama_weights.c). */
 tern_status tern_llama_bind_weights(struct tern_model *m);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cpu/gguf_blocks.h"
 #include "backend/cpu/ops.h"
 #include "model/model_internal.h"
 
@@ -77,7 +78,7 @@ tern_status tern_weight_bind_quant(tern_model *m, tern_weight *w, const char *mo
         }
     tern_qmat *q = tern_model_new_qmat(m);
     if (!q) return tern_error(TERN_E_NOMEM, "out of memory");
-    *q = (tern_qmat){tw->data, ts->data, tb->data, ts->dtype, group};
+    *q = (tern_qmat){tw->data, ts->data, tb->data, ts->dtype, group, TERN_DT_U32};
     *w = (tern_weight){q, bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS};
     m->weight_bytes += tw->nbytes + ts->nbytes + tb->nbytes;
     return TERN_OK;
@@ -98,6 +99,13 @@ void tern_weight_row_f32(const tern_weight *w, int r, float *out)
         return;
     }
     const tern_qmat *q = w->data;
+    if (q->src != TERN_DT_U32) {    /* GGUF blocks, read in place */
+        int be, bb;
+        tern_dtype_block(q->src, &be, &bb);
+        tern_gguf_dequant(q->src, (const uint8_t *)q->codes + (size_t)r * (size_t)(w->cols / be) * (size_t)bb,
+                          w->cols, out);
+        return;
+    }
     int bits = tern_dtype_bits(w->dt), G = w->cols / q->group;
     const uint8_t *c = (const uint8_t *)q->codes + (size_t)r * (size_t)w->cols * (size_t)bits / 8;
     for (int g = 0; g < G; g++) {
@@ -114,6 +122,11 @@ size_t tern_weight_bytes(const tern_weight *w)
     if (!w->data) return 0;
     if (!tern_dtype_is_quant(w->dt)) return (size_t)w->rows * (size_t)w->cols * tern_dtype_size(w->dt);
     const tern_qmat *q = w->data;
+    if (q->src != TERN_DT_U32) {
+        int be, bb;
+        tern_dtype_block(q->src, &be, &bb);
+        return (size_t)w->rows * (size_t)(w->cols / be) * (size_t)bb;
+    }
     size_t codes = (size_t)w->rows * (size_t)w->cols * (size_t)tern_dtype_bits(w->dt) / 8;
     return codes + 2 * (size_t)w->rows * (size_t)(w->cols / q->group) * tern_dtype_size(q->sdt);
 }

@@ -5,12 +5,14 @@
  * checkpoint mapping (it is gathered by row, not multiplied). Quantized
  * matrices go to the quantized panels of backend/cpu/qpanel.h (their only
  * layout with vector kernels), also when the float weights stay mapped. */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend/cpu/gguf_blocks.h"
 #include "backend/cpu/panel.h"
 #include "backend/cpu/qpanel.h"
 #include "model/model_internal.h"
@@ -89,7 +91,37 @@ static tern_status collect(tern_model *m, pack_list *l)
 typedef struct {
     const tern_weight *w;
     char *dst;
+    atomic_int bad;         /* GGUF: a block could not be represented */
 } pack_job;
+
+/* Panels [p0, p1) of a GGUF-block matrix: each row decoded to codes and
+ * per-group scales and biases, then laid out as a panel. */
+static void pack_gguf(pack_job *j, int p0, int p1)
+{
+    const tern_weight *w = j->w;
+    const tern_qmat *q = w->data;
+    int be, bb, K = w->cols, G = K / q->group, bits = tern_dtype_bits(w->dt);
+    tern_dtype_block(q->src, &be, &bb);
+    size_t ss = tern_dtype_size(q->sdt), row = (size_t)(K / be) * (size_t)bb;
+    uint8_t *codes = malloc((size_t)TERN_QP_ROWS * (size_t)K);
+    uint8_t *sc = malloc((size_t)TERN_QP_ROWS * (size_t)G * ss), *bi = malloc((size_t)TERN_QP_ROWS * (size_t)G * ss);
+    if (!codes || !sc || !bi) {
+        atomic_store(&j->bad, 2);
+    } else {
+        for (int p = p0; p < p1; p++) {
+            int n0 = p * TERN_QP_ROWS, nr = w->rows - n0 < TERN_QP_ROWS ? w->rows - n0 : TERN_QP_ROWS;
+            for (int r = 0; r < nr; r++)
+                if (tern_gguf_affine_row(q->src, (const uint8_t *)q->codes + (size_t)(n0 + r) * row, K,
+                                         codes + (size_t)r * K, sc + (size_t)r * G * ss, bi + (size_t)r * G * ss))
+                    atomic_store(&j->bad, 1);
+            tern_cpu_qpanel_pack_rows(codes, sc, bi, q->sdt, bits, q->group, nr, K,
+                                      j->dst + (size_t)p * tern_qp_panel_bytes(bits, q->group, q->sdt, K));
+        }
+    }
+    free(codes);
+    free(sc);
+    free(bi);
+}
 
 static uintptr_t page_size(void)
 {
@@ -99,9 +131,13 @@ static uintptr_t page_size(void)
 
 static void pack_task(void *arg, int t)
 {
-    const pack_job *j = arg;
+    pack_job *j = arg;
     int np = panel_count(j->w);
     int p0 = t * PACK_TASK_PANELS, p1 = p0 + PACK_TASK_PANELS < np ? p0 + PACK_TASK_PANELS : np;
+    if (is_quant(j->w) && ((const tern_qmat *)j->w->data)->src != TERN_DT_U32) {
+        pack_gguf(j, p0, p1);
+        return;
+    }
     if (is_quant(j->w)) {
         const tern_qmat *q = j->w->data;
         tern_cpu_qpanel_pack(q->codes, q->scales, q->biases, q->sdt, tern_dtype_bits(j->w->dt), q->group,
@@ -158,6 +194,10 @@ static void drop_source(const tern_weight *w)
         return;
     }
     const tern_qmat *q = w->data;
+    if (q->src != TERN_DT_U32) {
+        drop_range(q->codes, tern_weight_bytes(w));
+        return;
+    }
     size_t sb = (size_t)w->rows * (size_t)(w->cols / q->group) * tern_dtype_size(q->sdt);
     drop_range(q->codes, (size_t)w->rows * (size_t)w->cols * (size_t)tern_dtype_bits(w->dt) / 8);
     drop_range(q->scales, sb);
@@ -202,8 +242,16 @@ tern_status tern_model_pack_weights(tern_model *m, int quant_only)
         munmap(arena + size, (size_t)(raw + size + HUGE_PAGE - (arena + size)));
     madvise(arena, size, MADV_HUGEPAGE);
     for (int i = 0; i < l.n; i++) {
-        pack_job j = {l.w[i], arena + l.off[i]};
+        pack_job j = {l.w[i], arena + l.off[i], 0};
         tern_pool_run(m->pool, pack_task, &j, (panel_count(l.w[i]) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
+        if (atomic_load(&j.bad)) {
+            munmap(arena, size);
+            st = atomic_load(&j.bad) == 2
+                     ? tern_error(TERN_E_NOMEM, "out of memory packing weights")
+                     : tern_error(TERN_E_UNSUPPORTED, "a %s block scale is too large for its panel copy",
+                                  tern_dtype_name(((const tern_qmat *)l.w[i]->data)->src));
+            goto out;
+        }
     }
     /* huge pages for at least half the arena: the hardware prefetcher carries decode */
     tern_wlayout layout = huge_bytes(arena, size) * 2 >= size ? TERN_WL_PANELS_HUGE : TERN_WL_PANELS;

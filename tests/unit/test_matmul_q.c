@@ -73,12 +73,12 @@ static void qw_make(qw *w, int N, int K, int bits, int group, tern_dtype sdt)
         put_scale(w->scales, sdt, i, smax * (0.25f + 0.75f * fabsf(frand())));
         put_scale(w->biases, sdt, i, -1.0f + 0.2f * frand());
     }
-    w->rows_q = (tern_qmat){w->codes, w->scales, w->biases, sdt, group};
+    w->rows_q = (tern_qmat){w->codes, w->scales, w->biases, sdt, group, TERN_DT_U32};
     size_t pb = tern_cpu_qpanel_bytes(bits, group, sdt, N, K);
     w->panels = aligned_alloc(64, (pb + 63) / 64 * 64);
     tern_cpu_qpanel_pack(w->codes, w->scales, w->biases, sdt, bits, group, N, K, w->panels, 0,
                          tern_qp_count(N));
-    w->panel_q = (tern_qmat){w->panels, NULL, NULL, sdt, group};
+    w->panel_q = (tern_qmat){w->panels, NULL, NULL, sdt, group, TERN_DT_U32};
 }
 
 static void qw_free(qw *w)
@@ -215,7 +215,7 @@ static void check_mixed(tern_pool *p)
     float y[64 * 5];
     tern_qmat bad = a.rows_q;
     tern_mm_out o = {&bad, TERN_DT_MLX_Q4, 37, y, TERN_WL_ROWS};
-    bad.group = 16;
+    bad.group = 8;
     CHECK(tern_cpu_matmul_multi(p, TERN_ACT_F32, x, M, K, &o, 1) == TERN_E_UNSUPPORTED);
     bad.group = 64;
     CHECK(tern_cpu_matmul_multi(p, TERN_ACT_F32, x, M, 96, &o, 1) == TERN_E_INVALID);

@@ -47,7 +47,11 @@ typedef struct {
     const void *scales, *biases;/* TERN_WL_ROWS: [n, K / group] in sdt;
                                    panels: NULL (they live in the copy) */
     tern_dtype sdt;             /* F32, F16 or BF16 */
-    int group;                  /* inputs per scale: 32, 64 or 128 */
+    int group;                  /* inputs per scale: 32, 64 or 128 (16: GGUF Q6_K) */
+    /* what codes holds in TERN_WL_ROWS: TERN_DT_U32 = MLX packed words (the
+     * scalar kernel reads them in place); a GGUF block format = its raw rows,
+     * which only the panel copy makes computable */
+    tern_dtype src;
 } tern_qmat;
 
 /* One output of tern_cpu_matmul_multi: y[M, n] = x . w[n, K]^T. */

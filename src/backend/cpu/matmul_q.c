@@ -192,9 +192,9 @@ tern_status tern_cpu_matmul_q_check(const tern_mm_out *o, int K)
                           tern_dtype_name(o->wdt));
     const tern_qmat *q = o->w;
     if (!q || !q->codes) return tern_error(TERN_E_INVALID, "matmul: quantized weights without codes");
-    if (q->group != 32 && q->group != 64 && q->group != 128)
+    if (q->group != 16 && q->group != 32 && q->group != 64 && q->group != 128)
         return tern_error(TERN_E_UNSUPPORTED, "matmul: quantization group size %d not supported "
-                          "(32, 64, 128)", q->group);
+                          "(16, 32, 64, 128)", q->group);
     if (K % q->group)
         return tern_error(TERN_E_INVALID, "matmul: K=%d is not a multiple of the group size %d", K,
                           q->group);
@@ -203,6 +203,9 @@ tern_status tern_cpu_matmul_q_check(const tern_mm_out *o, int K)
                           tern_dtype_name(q->sdt));
     if (o->layout == TERN_WL_ROWS && (!q->scales || !q->biases))
         return tern_error(TERN_E_INVALID, "matmul: quantized weights without scales or biases");
+    if (o->layout == TERN_WL_ROWS && q->src != TERN_DT_U32)
+        return tern_error(TERN_E_UNSUPPORTED, "matmul: %s weights are computed from their panel copy only",
+                          tern_dtype_name(q->src));
     if (o->layout != TERN_WL_ROWS && o->layout != TERN_WL_PANELS && o->layout != TERN_WL_PANELS_HUGE)
         return tern_error(TERN_E_INVALID, "matmul: unknown weight layout %d", (int)o->layout);
     return TERN_OK;
@@ -257,7 +260,7 @@ static void qplan(qjob *j, int K, int threads)
     j->n_mblk = (j->M + j->mb - 1) / j->mb;
 }
 
-enum { QMM_STACK_SCRATCH = 16384, QMM_MAX_GROUPS = 3 };
+enum { QMM_STACK_SCRATCH = 16384, QMM_MAX_GROUPS = 4 };
 
 tern_status tern_cpu_matmul_q(tern_pool *pool, tern_act_mode mode, const float *x, int M, int K,
                               const tern_mm_out *outs, int n_outs)

@@ -46,3 +46,27 @@ void tern_cpu_qpanel_pack(const void *codes, const void *scales, const void *bia
         }
     }
 }
+
+void tern_cpu_qpanel_pack_rows(const uint8_t *codes, const void *scales, const void *biases,
+                               tern_dtype sdt, int bits, int group, int nrows, int K, void *dst)
+{
+    const int per_unit = 32 / bits, units = group / per_unit, G = K / group;
+    const size_t ss = tern_dtype_size(sdt), cb = tern_qp_codes_bytes(bits, group);
+    const size_t rb = tern_qp_record_bytes(bits, group, sdt);
+    memset(dst, 0, (size_t)G * rb);
+    for (int g = 0; g < G; g++) {
+        uint8_t *rec = (uint8_t *)dst + (size_t)g * rb;
+        for (int j = 0; j < nrows; j++) {
+            const uint8_t *r = codes + (size_t)j * (size_t)K;
+            for (int u = 0; u < units; u++) {
+                int k0 = g * group + u * per_unit;
+                uint8_t *o = rec + (size_t)u * TERN_QP_UNIT + 4 * j;
+                for (int i = 0; i < 4; i++)
+                    o[i] = bits == 8 ? r[k0 + i] : (uint8_t)(r[k0 + i] | r[k0 + 4 + i] << 4);
+            }
+            size_t si = ((size_t)j * (size_t)G + (size_t)g) * ss;
+            memcpy(rec + cb + (size_t)j * ss, (const uint8_t *)scales + si, ss);
+            memcpy(rec + cb + (TERN_QP_ROWS + (size_t)j) * ss, (const uint8_t *)biases + si, ss);
+        }
+    }
+}

@@ -24,6 +24,7 @@
 #define TERN_CPU_QPANEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tern/dtype.h"
 
@@ -62,5 +63,11 @@ size_t tern_cpu_qpanel_bytes(int bits, int group, tern_dtype sdt, int N, int K);
 void tern_cpu_qpanel_pack(const void *codes, const void *scales, const void *biases,
                           tern_dtype sdt, int bits, int group, int N, int K, void *dst,
                           int p0, int p1);
+
+/* Writes one panel (borrowed dst, tern_qp_panel_bytes large) from up to 16
+ * unpacked rows: codes [nrows, K] one byte each (< 2^bits), scales and
+ * biases [nrows, K / group] in sdt (all borrowed); rows past nrows are zero. */
+void tern_cpu_qpanel_pack_rows(const uint8_t *codes, const void *scales, const void *biases,
+                               tern_dtype sdt, int bits, int group, int nrows, int K, void *dst);
 
 #endif
