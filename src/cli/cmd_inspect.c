@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
 #include "io/config.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
@@ -90,6 +91,8 @@ int tern_cmd_inspect(int argc, char **argv)
         else { fprintf(stderr, "usage: tern inspect --model DIR\n"); return 2; }
     }
     if (!path) { fprintf(stderr, "usage: tern inspect --model DIR\n"); return 2; }
+    size_t pl = strlen(path);
+    if (pl > 5 && !strcmp(path + pl - 5, ".gguf")) return tern_inspect_gguf(path);
     char dir[4096];
     tern_model_config c;
     tern_tensor_set *ts = NULL;
