@@ -72,6 +72,10 @@ void tern_fwd_ws_free(struct tern_fwd_ws *ws);
  * the config's quantization section and are checked against the shapes. */
 tern_status tern_weight_bind_quant(struct tern_model *m, tern_weight *w, const char *module, int rows,
                                    int cols);
+/* Expert e of n_e stacked in one [n_e, rows, ...] module (mlx-lm's
+ * switch_mlp); e = -1: a plain matrix. */
+tern_status tern_weight_bind_quant_slice(struct tern_model *m, tern_weight *w, const char *module, int rows,
+                                         int cols, int e, int n_e);
 /* A new descriptor owned by m (zeroed), or NULL when out of memory. */
 tern_qmat *tern_model_new_qmat(struct tern_model *m);
 /* Row r of w (float or quantized, rows layout) as float32 into out[w->cols]. */

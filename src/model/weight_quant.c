@@ -35,6 +35,12 @@ static tern_status shape_error(const tern_model *m, const tern_tensor *t, const 
 
 tern_status tern_weight_bind_quant(tern_model *m, tern_weight *w, const char *module, int rows, int cols)
 {
+    return tern_weight_bind_quant_slice(m, w, module, rows, cols, -1, 0);
+}
+
+tern_status tern_weight_bind_quant_slice(tern_model *m, tern_weight *w, const char *module, int rows, int cols,
+                                         int e, int n_e)
+{
     char n[512];
     snprintf(n, sizeof n, "%s.weight", module);
     const tern_tensor *tw = tern_tensors_find(m->tensors, n);
@@ -59,28 +65,31 @@ tern_status tern_weight_bind_quant(tern_model *m, tern_weight *w, const char *mo
         snprintf(want, sizeof want, "%d inputs, a multiple of the group size %d", cols, group);
         return shape_error(m, tw, want);
     }
-    int G = cols / group;
-    if (tw->dtype != TERN_DT_U32 || tw->ndim != 2 || tw->shape[0] != rows ||
-        tw->shape[1] != (int64_t)cols * bits / 32) {
-        snprintf(want, sizeof want, "U32 [%d, %d] (%d-bit codes of [%d, %d])", rows, cols * bits / 32,
-                 bits, rows, cols);
+    int G = cols / group, nd = e >= 0 ? 3 : 2, o = e >= 0;
+    if (tw->dtype != TERN_DT_U32 || tw->ndim != nd || (e >= 0 && tw->shape[0] != n_e) || tw->shape[o] != rows ||
+        tw->shape[o + 1] != (int64_t)cols * bits / 32) {
+        snprintf(want, sizeof want, "U32 [%s%d, %d] (%d-bit codes of [%d, %d])", e >= 0 ? "experts, " : "", rows,
+                 cols * bits / 32, bits, rows, cols);
         return shape_error(m, tw, want);
     }
     if (ts->dtype != TERN_DT_F32 && ts->dtype != TERN_DT_F16 && ts->dtype != TERN_DT_BF16)
         return shape_error(m, ts, "F32, F16 or BF16 scales");
     const tern_tensor *sb[2] = {ts, tb};
     for (int i = 0; i < 2; i++)
-        if (sb[i]->dtype != ts->dtype || sb[i]->ndim != 2 || sb[i]->shape[0] != rows ||
-            sb[i]->shape[1] != G) {
-            snprintf(want, sizeof want, "%s [%d, %d] (group size %d)", tern_dtype_name(ts->dtype), rows,
-                     G, group);
+        if (sb[i]->dtype != ts->dtype || sb[i]->ndim != nd || (e >= 0 && sb[i]->shape[0] != n_e) ||
+            sb[i]->shape[o] != rows || sb[i]->shape[o + 1] != G) {
+            snprintf(want, sizeof want, "%s [%s%d, %d] (group size %d)", tern_dtype_name(ts->dtype),
+                     e >= 0 ? "experts, " : "", rows, G, group);
             return shape_error(m, sb[i], want);
         }
     tern_qmat *q = tern_model_new_qmat(m);
     if (!q) return tern_error(TERN_E_NOMEM, "out of memory");
-    *q = (tern_qmat){tw->data, ts->data, tb->data, ts->dtype, group, TERN_DT_U32};
+    size_t ei = e > 0 ? (size_t)e : 0, ss = tern_dtype_size(ts->dtype);
+    size_t cbytes = (size_t)rows * (size_t)cols * (size_t)bits / 8, sbytes = (size_t)rows * (size_t)G * ss;
+    *q = (tern_qmat){(const uint8_t *)tw->data + ei * cbytes, (const uint8_t *)ts->data + ei * sbytes,
+                     (const uint8_t *)tb->data + ei * sbytes, ts->dtype, group, TERN_DT_U32};
     *w = (tern_weight){q, bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS};
-    m->weight_bytes += tw->nbytes + ts->nbytes + tb->nbytes;
+    m->weight_bytes += e > 0 ? 0 : tw->nbytes + ts->nbytes + tb->nbytes;
     return TERN_OK;
 }
 

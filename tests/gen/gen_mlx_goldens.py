@@ -67,6 +67,14 @@ def qwen2(**kw):
     return c
 
 
+def qwen3_moe(**kw):
+    c = dict(BASE, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], head_dim=16,
+             rope_theta=10000.0, rope_scaling=None, num_experts=8, num_experts_per_tok=2,
+             moe_intermediate_size=32, decoder_sparse_step=2, mlp_only_layers=[], norm_topk_prob=False)
+    c.update(kw)
+    return c
+
+
 def fixtures():
     fx = []
     fx.append(dict(name="qwen3_tied_q4_g32", config=qwen3(tie_word_embeddings=True), dtype="bf16",
@@ -93,6 +101,11 @@ def fixtures():
     fx.append(dict(name="qwen2_q8_g32_f16", config=qwen2(), dtype="f16", bits=8, group=32, seed=205,
                    notes="qwen2 (q/k/v biases stay float), float16 storage: float16 scales and "
                          "biases; 8 bits, group 32."))
+    fx.append(dict(name="qwen3_moe_q4_g32", config=qwen3_moe(), dtype="bf16", bits=4, group=32, seed=206,
+                   override={"mlp.gate": {"group_size": 64, "bits": 8}},
+                   notes="qwen3_moe, layers 1 and 3 sparse (decoder_sparse_step 2), 8 experts top 2, "
+                         "norm_topk_prob false; mlx-lm stacks the experts (mlp.switch_mlp.*_proj "
+                         "[experts, rows, cols]); 4 bits group 32, the router 8 bits group 64."))
     return fx
 
 
