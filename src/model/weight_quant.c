@@ -4,6 +4,7 @@
  * weight occupies. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/gguf_blocks.h"
 #include "backend/cpu/ops.h"
@@ -93,11 +94,18 @@ tern_status tern_weight_bind_quant_slice(tern_model *m, tern_weight *w, const ch
     return TERN_OK;
 }
 
+/* Scales and biases may sit at any byte offset (mlx-lm does not align its
+ * tensors), so they are read with memcpy. */
 static float sval(const void *p, tern_dtype dt, size_t i)
 {
-    if (dt == TERN_DT_F32) return ((const float *)p)[i];
-    if (dt == TERN_DT_F16) return tern_f16_to_f32(((const uint16_t *)p)[i]);
-    return tern_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == TERN_DT_F32) {
+        float f;
+        memcpy(&f, (const uint8_t *)p + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)p + 2 * i, 2);
+    return dt == TERN_DT_F16 ? tern_f16_to_f32(h) : tern_bf16_to_f32(h);
 }
 
 void tern_weight_row_f32(const tern_weight *w, int r, float *out)

@@ -13,13 +13,18 @@
  * task each. Every kernel computes each y[m, n] by the chain of
  * matmul_q.h, so the cut never changes a result. */
 
-static float scale_at(const void *p, tern_dtype sdt, size_t i)
+/* Scales and biases may sit at any byte offset (mlx-lm does not align its
+ * tensors), so they are read with memcpy. */
+static float scale_at(const void *p, tern_dtype dt, size_t i)
 {
-    switch (sdt) {
-    case TERN_DT_F32: return ((const float *)p)[i];
-    case TERN_DT_F16: return tern_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return tern_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == TERN_DT_F32) {
+        float f;
+        memcpy(&f, (const uint8_t *)p + 4 * i, 4);
+        return f;
     }
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)p + 2 * i, 2);
+    return dt == TERN_DT_F16 ? tern_f16_to_f32(h) : tern_bf16_to_f32(h);
 }
 
 /* ---- activations ---- */
