@@ -104,3 +104,17 @@ def test_unsupported_architecture_is_refused(tern_bin, tmp_path):
     r = subprocess.run([tern_bin, "logits", "--model", str(p), "--ids", "1", "--out", str(tmp_path / "x")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "architecture 'gemma'" in r.stderr, r.stderr
+
+
+def test_serve_gguf_chat():
+    from server_harness import Server
+    s = Server(model=GG / "qwen3_tied_q8_0.gguf")
+    try:
+        code, body = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                     "max_tokens": 4, "temperature": 0})
+        assert code == 200, body
+        assert body["usage"]["completion_tokens"] == 4
+        # the GGUF's chat template: <|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n
+        assert body["usage"]["prompt_tokens"] > 5
+    finally:
+        s.stop()
