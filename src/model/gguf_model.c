@@ -1,9 +1,12 @@
 /* A GGUF file as a model: hyperparameters from the "<arch>.*" metadata,
  * tensors by llama.cpp's names, quantized blocks bound for their panel copy.
  *
- * Architectures: qwen2, qwen3, qwen3moe (llama.cpp's converter stores their
- * q/k rows as transformers does, rotate-half rope). llama files are refused:
- * the converter permutes their q/k rows for llama.cpp's interleaved rope.
+ * Architectures: llama, qwen2, qwen3, qwen3moe. llama.cpp's converter stores
+ * the q/k rows of qwen models as transformers does (rotate-half rope) but
+ * permutes those of llama for llama.cpp's interleaved rope: within each head
+ * of hd rows, file row 2j + i holds transformers' row i * hd/2 + j. Those two
+ * matrices are copied at load with the rows put back (whole rows of blocks:
+ * the codes are not touched).
  * Tensor names: token_embd, output_norm, output (absent: tied), and per
  * block blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, attn_q.bias
  * ..., attn_q_norm, attn_k_norm, ffn_norm, ffn_gate, ffn_up, ffn_down;
@@ -63,11 +66,17 @@ static tern_status read_config(tern_model *m, const tern_gguf *g)
         c->arch = TERN_ARCH_QWEN3_MOE;
         snprintf(c->model_type, sizeof c->model_type, "qwen3_moe");
     } else if (!strcmp(arch, "llama")) {
-        return tern_error(TERN_E_UNSUPPORTED, "%s: GGUF architecture 'llama' is not supported yet (its q/k "
-                          "rows are permuted for interleaved rope); qwen2, qwen3 and qwen3moe are", path);
+        c->arch = TERN_ARCH_LLAMA;
+        snprintf(c->model_type, sizeof c->model_type, "llama");
     } else {
-        return tern_error(TERN_E_UNSUPPORTED, "%s: GGUF architecture '%s' is not supported (qwen2, qwen3, "
+        return tern_error(TERN_E_UNSUPPORTED, "%s: GGUF architecture '%s' is not supported (llama, qwen2, qwen3, "
                           "qwen3moe)", path, arch);
+    }
+    if (!strcmp(arch, "llama")) {
+        /* llama.cpp files of llama models with rope scaling store it as rope_freqs (a
+         * per-dimension divisor), which is not read here */
+        if (tern_gguf_find_tensor(g, "rope_freqs.weight"))
+            return tern_error(TERN_E_UNSUPPORTED, "%s: rope_freqs.weight (llama3 rope scaling) is not supported", path);
     }
     if ((st = meta_int(g, arch, "block_count", 1, 0, &c->n_layers)) ||
         (st = meta_int(g, arch, "embedding_length", 1, 0, &c->hidden)) ||
@@ -186,6 +195,37 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
     return TERN_OK;
 }
 
+/* Puts the q/k rows of a llama GGUF back in transformers' order (see the
+ * header) in a copy owned by m; w is bound to the file's rows on entry. */
+static tern_status unpermute(tern_model *m, tern_weight *w, int hd)
+{
+    int quant = tern_dtype_is_quant(w->dt);
+    const tern_qmat *q = quant ? w->data : NULL;
+    tern_dtype st = quant ? q->src : w->dt;
+    int be, bb;
+    tern_dtype_block(st, &be, &bb);
+    size_t row = (size_t)(w->cols / be) * (size_t)bb;
+    const uint8_t *src = quant ? q->codes : w->data;
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? m->cap_bufs * 2 : 64;
+        void **nb = realloc(m->bufs, (size_t)cap * sizeof *nb);
+        if (!nb) return tern_error(TERN_E_NOMEM, "out of memory");
+        m->bufs = nb;
+        m->cap_bufs = cap;
+    }
+    uint8_t *dst = malloc((size_t)w->rows * row);
+    if (!dst) return tern_error(TERN_E_NOMEM, "out of memory");
+    m->bufs[m->n_bufs++] = dst;
+    int half = hd / 2;
+    for (int r = 0; r < w->rows; r++) {
+        int h = r / hd, i = (r % hd) / half, j = r % half;
+        memcpy(dst + (size_t)r * row, src + (size_t)(h * hd + 2 * j + i) * row, row);
+    }
+    if (quant) ((tern_qmat *)w->data)->codes = dst;
+    else w->data = dst;
+    return TERN_OK;
+}
+
 static tern_status bind_layer(tern_model *m, int l)
 {
     const tern_model_config *c = &m->cfg;
@@ -201,6 +241,9 @@ static tern_status bind_layer(tern_model *m, int l)
     B(wk, "attn_k.weight", kvd, H, 0);
     B(wv, "attn_v.weight", kvd, H, 0);
     B(wo, "attn_output.weight", H, qd, 0);
+    if (!strcmp(c->model_type, "llama")) {
+        if ((st = unpermute(m, &L->wq, c->head_dim)) || (st = unpermute(m, &L->wk, c->head_dim))) return st;
+    }
     if (c->attention_bias) {
         B(bq, "attn_q.bias", 1, qd, 0);
         B(bk, "attn_k.bias", 1, kvd, 0);

@@ -70,6 +70,8 @@ void tern_model_free(tern_model *m)
     tern_config_clear(&m->cfg);
     for (int i = 0; i < m->n_qmats; i++) free(m->qmats[i]);
     free(m->qmats);
+    for (int i = 0; i < m->n_bufs; i++) free(m->bufs[i]);
+    free(m->bufs);
     free(m);
 }
 

@@ -62,6 +62,8 @@ struct tern_model {
     struct tern_fwd_ws *ws;         /* owned */
     tern_qmat **qmats;              /* owned, n_qmats: descriptors of quantized weights */
     int n_qmats, cap_qmats;
+    void **bufs;                    /* owned, n_bufs: weights rewritten at load (GGUF llama q/k rows) */
+    int n_bufs, cap_bufs;
 };
 
 void tern_fwd_ws_free(struct tern_fwd_ws *ws);

@@ -36,7 +36,14 @@ FIXTURES = [
     dict(name="qwen3_tied_q8_0", src="qwen3_tied", arch="qwen3", qtype=T.Q8_0),
     dict(name="qwen3_tied_q4_0", src="qwen3_tied", arch="qwen3", qtype=T.Q4_0),
     dict(name="qwen2_q8_0", src="qwen2", arch="qwen2", qtype=T.Q8_0),
+    dict(name="llama_f32", src="llama_f32", arch="llama", qtype=T.F32),
+    dict(name="llama_q8_0", src="llama_f32", arch="llama", qtype=T.Q8_0),
 ]
+
+
+def permute(w, n_head):
+    """llama.cpp's converter reorders llama q/k rows for its interleaved rope (convert_hf_to_gguf.py)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def read_safetensors(path):
@@ -137,6 +144,10 @@ def make(fx):
     w.add_chat_template(TEMPLATE)
     for hf, a in weights.items():
         name = gguf_name(hf)
+        if arch == "llama" and hf.endswith("q_proj.weight"):
+            a = permute(a, cfg["num_attention_heads"])
+        if arch == "llama" and hf.endswith("k_proj.weight"):
+            a = permute(a, cfg["num_key_value_heads"])
         if a.ndim == 1 or fx["qtype"] == T.F32:
             w.add_tensor(name, a.astype(np.float32))
         else:

@@ -17,7 +17,7 @@ GG = ROOT / "tests" / "fixtures" / "gguf"
 PROMPT = [328, 384, 353, 219, 207, 297, 389, 171, 312, 166, 505, 106, 86, 86, 133, 180, 256, 432, 78, 401]
 # measured agreement with llama.cpp: max |logit difference| and top-1 agreement over the 20 positions
 BOUNDS = {"qwen3_tied_f32": (2e-3, 1.0), "qwen3_tied_q8_0": (0.05, 0.9), "qwen3_tied_q4_0": (0.25, 0.8),
-          "qwen2_q8_0": (0.05, 0.9)}
+          "qwen2_q8_0": (0.05, 0.9), "llama_f32": (2e-3, 1.0), "llama_q8_0": (0.05, 0.9)}
 
 
 def logits(tern_bin, path, tmp_path, *extra):
@@ -34,6 +34,15 @@ def test_f32_file_matches_transformers(tern_bin, tmp_path, weights):
     got = logits(tern_bin, GG / "qwen3_tied_f32.gguf", tmp_path, "--precision", "f32", "--weights", weights)
     # the golden used bf16-rounded rope frequencies; GGUF (llama.cpp) keeps them in float32
     assert np.abs(got - want).max() <= g["rope"]["max_abs_logit_diff_with_f32_inv_freq"] + 1e-4
+
+
+@pytest.mark.parametrize("weights", ["panels", "mapped"])
+def test_llama_file_matches_transformers(tern_bin, tmp_path, weights):
+    """llama's q/k rows are permuted in GGUF files (for llama.cpp's interleaved rope); tern puts
+    them back. The fixture is float32, so no rope-frequency rounding is involved: 1e-3."""
+    want = np.fromfile(ROOT / "tests/fixtures/models/llama_f32/golden_logits.f32", dtype=np.float32).reshape(20, 512)
+    got = logits(tern_bin, GG / "llama_f32.gguf", tmp_path, "--precision", "f32", "--weights", weights)
+    assert np.abs(got - want).max() <= 1e-3
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDS))
