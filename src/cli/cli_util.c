@@ -8,6 +8,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "io/gguf.h"
+#include "model/gguf_tok.h"
 
 int cli_parse_ids(const char *s, int32_t **ids, int *n)
 {
@@ -149,4 +151,24 @@ int cli_text_dir(const char *spec, char *out, size_t cap)
     /* Anything else is read as given, so the loader names the file it missed. */
     snprintf(out, cap, "%s", spec);
     return 0;
+}
+
+tern_status cli_text_dir_open(const char *model, char *dir, size_t cap, int *temp)
+{
+    size_t n = strlen(model);
+    *temp = 0;
+    if (n <= 5 || strcmp(model + n - 5, ".gguf"))
+        return cli_text_dir(model, dir, cap) ? TERN_E_IO : TERN_OK;   /* the message names the lookup */
+    tern_gguf *g;
+    tern_status st = tern_gguf_open(model, &g);
+    if (st) return st;
+    st = tern_gguf_write_text_files(g, dir, cap);
+    tern_gguf_close(g);
+    *temp = st == TERN_OK;
+    return st;
+}
+
+void cli_text_dir_close(const char *dir, int temp)
+{
+    if (temp) tern_gguf_remove_text_files(dir);
 }

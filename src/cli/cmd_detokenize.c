@@ -6,6 +6,8 @@
  *                  "stream_valid": every streamed piece was complete UTF-8} */
 #include <jansson.h>
 #include <stdio.h>
+
+#include "cli/cli_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -145,8 +147,12 @@ int tern_cmd_detokenize(int argc, char **argv)
         return 2;
     }
     tern_tokenizer *t;
-    char dir[4096];
-    if (cli_text_dir(model, dir, sizeof dir) || tern_tokenizer_load(dir, &t)) {
+    char tdir[4096];
+    int ttemp = 0;
+    tern_status tst = cli_text_dir_open(model, tdir, sizeof tdir, &ttemp);
+    if (!tst) tst = tern_tokenizer_load(tdir, &t);
+    cli_text_dir_close(tdir, ttemp);
+    if (tst) {
         fprintf(stderr, "tern detokenize: %s\n", tern_last_error());
         free(ids);
         return 1;

@@ -69,8 +69,11 @@ int tern_cmd_template(int argc, char **argv)
     }
     tern_chat_template *t = NULL;
     char *out = NULL;
-    char dir[4096];
-    tern_status st = cli_text_dir(model, dir, sizeof dir) ? TERN_E_IO : tern_chat_template_load(dir, &t);
+    char tdir[4096];
+    int ttemp = 0;
+    tern_status st = cli_text_dir_open(model, tdir, sizeof tdir, &ttemp);
+    if (!st) st = tern_chat_template_load(tdir, &t);
+    cli_text_dir_close(tdir, ttemp);
     if (st == TERN_OK)
         st = tern_chat_template_render(t, msg_text, tools_text, add_generation_prompt, kwargs, &out);
     if (st != TERN_OK)

@@ -5,6 +5,8 @@
  *                                                         -> stdout {"ids": [...]} per line */
 #include <jansson.h>
 #include <stdio.h>
+
+#include "cli/cli_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -96,8 +98,12 @@ int tern_cmd_tokenize(int argc, char **argv)
     if (!model || (!text && !jsonl) || (text && jsonl)) { usage(stderr); return 2; }
     tern_tokenizer *t;
     double t0 = tern_now();
-    char dir[4096];
-    if (cli_text_dir(model, dir, sizeof dir) || tern_tokenizer_load(dir, &t)) {
+    char tdir[4096];
+    int ttemp = 0;
+    tern_status tst = cli_text_dir_open(model, tdir, sizeof tdir, &ttemp);
+    if (!tst) tst = tern_tokenizer_load(tdir, &t);
+    cli_text_dir_close(tdir, ttemp);
+    if (tst) {
         fprintf(stderr, "tern tokenize: %s\n", tern_last_error());
         return 1;
     }

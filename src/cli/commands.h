@@ -12,4 +12,7 @@ typedef struct {
 /* The table, terminated by a {NULL} entry (defined in main.c). */
 extern const tern_cli_command tern_cli_commands[];
 
+/* tern inspect for a .gguf file (inspect_gguf.c). */
+int tern_inspect_gguf(const char *path);
+
 #endif

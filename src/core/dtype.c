@@ -1,14 +1,43 @@
 #include "tern/dtype.h"
 
-static const struct { const char *name; size_t size; } dtypes[TERN_DT_COUNT] = {
-    [TERN_DT_F32] = {"F32", 4},  [TERN_DT_F16] = {"F16", 2}, [TERN_DT_BF16] = {"BF16", 2},
-    [TERN_DT_I32] = {"I32", 4},  [TERN_DT_U32] = {"U32", 4}, [TERN_DT_I64] = {"I64", 8},
-    [TERN_DT_U8] = {"U8", 1},
+/* The one dtype table: name, bytes per element (0: quantized), bits per
+ * code, quantized, block elements and bytes. The matmul kernels of each row
+ * are chosen by the CPU backend's tables (backend/cpu/matmul.c, matmul_q.c;
+ * GGUF blocks are repacked to matmul_q's panels, gguf_blocks.c). */
+static const struct {
+    const char *name;
+    size_t size;
+    int bits, quant, block, block_bytes;
+} dtypes[TERN_DT_COUNT] = {
+    [TERN_DT_F32] = {"F32", 4, 32, 0, 1, 4},   [TERN_DT_F16] = {"F16", 2, 16, 0, 1, 2},
+    [TERN_DT_BF16] = {"BF16", 2, 16, 0, 1, 2}, [TERN_DT_I32] = {"I32", 4, 32, 0, 1, 4},
+    [TERN_DT_U32] = {"U32", 4, 32, 0, 1, 4},   [TERN_DT_I64] = {"I64", 8, 64, 0, 1, 8},
+    [TERN_DT_U8] = {"U8", 1, 8, 0, 1, 1},
+    [TERN_DT_MLX_Q4] = {"MLX_Q4", 0, 4, 1, 0, 0}, [TERN_DT_MLX_Q8] = {"MLX_Q8", 0, 8, 1, 0, 0},
+    [TERN_DT_Q8_0] = {"Q8_0", 0, 8, 1, 32, 34},   [TERN_DT_Q4_0] = {"Q4_0", 0, 4, 1, 32, 18},
+    [TERN_DT_Q4_K] = {"Q4_K", 0, 4, 1, 256, 144}, [TERN_DT_Q5_K] = {"Q5_K", 0, 5, 1, 256, 176},
+    [TERN_DT_Q6_K] = {"Q6_K", 0, 6, 1, 256, 210},
 };
+
+void tern_dtype_block(tern_dtype dt, int *elems, int *bytes)
+{
+    *elems = (unsigned)dt < TERN_DT_COUNT ? dtypes[dt].block : 0;
+    *bytes = (unsigned)dt < TERN_DT_COUNT ? dtypes[dt].block_bytes : 0;
+}
 
 size_t tern_dtype_size(tern_dtype dt)
 {
     return (unsigned)dt < TERN_DT_COUNT ? dtypes[dt].size : 0;
+}
+
+int tern_dtype_bits(tern_dtype dt)
+{
+    return (unsigned)dt < TERN_DT_COUNT ? dtypes[dt].bits : 0;
+}
+
+int tern_dtype_is_quant(tern_dtype dt)
+{
+    return (unsigned)dt < TERN_DT_COUNT && dtypes[dt].quant;
 }
 
 const char *tern_dtype_name(tern_dtype dt)
@@ -19,7 +48,7 @@ const char *tern_dtype_name(tern_dtype dt)
 int tern_dtype_parse(const char *s, tern_dtype *dt)
 {
     for (int i = 0; i < TERN_DT_COUNT; i++)
-        if (!strcmp(s, dtypes[i].name)) {
+        if (!dtypes[i].quant && !strcmp(s, dtypes[i].name)) {
             *dt = (tern_dtype)i;
             return 0;
         }

@@ -88,6 +88,9 @@ static tern_status parse_rope(const cfg_src *c, tern_model_config *cfg)
     if (!json_is_string(dt)) dt = json_object_get(c->root, "torch_dtype");
     if (json_is_string(dt))
         r->freq_round = !strcmp(json_string_value(dt), "bfloat16") ? 1 : !strcmp(json_string_value(dt), "float16") ? 2 : 0;
+    /* An MLX-quantized checkpoint is mlx-lm's: it keeps the frequencies in
+     * float32 whatever the storage dtype. */
+    if (cfg->quant.present) r->freq_round = 0;
     if (r->type == TERN_ROPE_DEFAULT) return TERN_OK;
     if ((st = get_num(c->path, src, "factor", 1.0, &r->factor))) return st;
     if (r->factor <= 0) return tern_error(TERN_E_FORMAT, "%s: rope factor must be positive", c->path);
@@ -232,7 +235,8 @@ tern_status tern_config_load(const char *dir, tern_model_config *cfg)
     }
     json_t *tc = json_object_get(top, "text_config");
     cfg_src c = {path, json_is_object(tc) ? tc : top};
-    tern_status st = parse(&c, top, cfg);
+    tern_status st = tern_quant_config_parse(path, top, &cfg->quant);
+    if (!st) st = parse(&c, top, cfg);
     json_decref(top);
     if (st) tern_config_clear(cfg);
     return st;
@@ -244,4 +248,5 @@ void tern_config_clear(tern_model_config *cfg)
     free(cfg->inv_freq);
     cfg->layer_is_moe = NULL;
     cfg->inv_freq = NULL;
+    tern_quant_config_clear(&cfg->quant);
 }

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "io/quant_config.h"
 #include "tern/status.h"
 
 #define TERN_MAX_EOS 16
@@ -59,6 +60,7 @@ typedef struct {
     int32_t eos[TERN_MAX_EOS];
     int n_eos;
     int32_t bos;            /* -1 when absent */
+    tern_quant_config quant;/* MLX quantization section (owned); present 0 if none */
 } tern_model_config;
 
 /* Reads dir/config.json into *cfg (fields owned by cfg; release with

@@ -308,9 +308,7 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
         int off = tern_kv_offset(kv, b->rows[r]);
         for (int i = 0; i < b->n_tokens[r]; i++, t++) {
             s->pos[t] = off + i;
-            const uint8_t *row = (const uint8_t *)m->embed.data +
-                                 (size_t)b->tokens[t] * c->hidden * tern_dtype_size(m->embed.dt);
-            tern_cpu_to_f32(row, m->embed.dt, c->hidden, s->x + (long)t * c->hidden);
+            tern_weight_row_f32(&m->embed, b->tokens[t], s->x + (long)t * c->hidden);
         }
     }
     tern_cpu_rope_table(T, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor, s->rope);

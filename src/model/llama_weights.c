@@ -2,12 +2,21 @@
  * shapes the config implies for them. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/model_internal.h"
 
 static tern_status bind(tern_model *m, tern_weight *w, const char *name, int rows, int cols, int optional)
 {
     const tern_tensor *t;
+    /* "<module>.weight" with "<module>.scales" beside it: MLX quantized */
+    size_t nl = strlen(name);
+    if (rows > 1 && nl > 7 && !strcmp(name + nl - 7, ".weight")) {
+        char module[512], sc[520];
+        snprintf(module, sizeof module, "%.*s", (int)(nl - 7), name);
+        snprintf(sc, sizeof sc, "%s.scales", module);
+        if (tern_tensors_find(m->tensors, sc)) return tern_weight_bind_quant(m, w, module, rows, cols);
+    }
     int64_t dims[2] = {rows, cols};
     int ndim = rows == 1 ? 1 : 2;
     if (rows == 1) dims[0] = cols;
@@ -33,6 +42,41 @@ static tern_status bind_mlp(tern_model *m, tern_mlp *mlp, const char *prefix, in
     if ((st = bind(m, &mlp->up, n, ffn, H, 0))) return st;
     snprintf(n, sizeof n, "%s.down_proj.weight", prefix);
     return bind(m, &mlp->down, n, H, ffn, 0);
+}
+
+/* mlx-lm's stacked experts: model.layers.N.mlp.switch_mlp.{gate,up,down}_proj
+ * of shape [experts, rows, cols] (float or quantized), one slice per expert. */
+static tern_status bind_switch(tern_model *m, tern_layer *L, const char *p)
+{
+    const tern_model_config *c = &m->cfg;
+    static const char *proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    for (int i = 0; i < 3; i++) {
+        char module[512], sc[560], wn[560];
+        snprintf(module, sizeof module, "%s.mlp.switch_mlp.%s", p, proj[i]);
+        snprintf(sc, sizeof sc, "%s.scales", module);
+        snprintf(wn, sizeof wn, "%s.weight", module);
+        int rows = i < 2 ? c->moe_ffn : c->hidden, cols = i < 2 ? c->hidden : c->moe_ffn;
+        int quant = tern_tensors_find(m->tensors, sc) != NULL;
+        const tern_tensor *t = NULL;
+        if (!quant) {
+            int64_t dims[3] = {c->n_experts, rows, cols};
+            tern_status st = tern_tensors_expect(m->tensors, wn, 3, dims, &t);
+            if (st) return tern_error_wrap(st, "%s", m->dir);
+            m->weight_bytes += t->nbytes;
+        }
+        for (int e = 0; e < c->n_experts; e++) {
+            tern_mlp *x = &L->experts[e];
+            tern_weight *w = i == 0 ? &x->gate : i == 1 ? &x->up : &x->down;
+            if (quant) {
+                tern_status st = tern_weight_bind_quant_slice(m, w, module, rows, cols, e, c->n_experts);
+                if (st) return st;
+            } else {
+                size_t mat = (size_t)rows * (size_t)cols * tern_dtype_size(t->dtype);
+                *w = (tern_weight){(const uint8_t *)t->data + (size_t)e * mat, t->dtype, rows, cols, TERN_WL_ROWS};
+            }
+        }
+    }
+    return TERN_OK;
 }
 
 static tern_status bind_layer(tern_model *m, int l)
@@ -69,6 +113,8 @@ static tern_status bind_layer(tern_model *m, int l)
 #undef B
     L->experts = calloc((size_t)c->n_experts, sizeof *L->experts);
     if (!L->experts) return tern_error(TERN_E_NOMEM, "out of memory");
+    snprintf(n, sizeof n, "%s.mlp.switch_mlp.gate_proj.weight", p);
+    if (tern_tensors_find(m->tensors, n)) return bind_switch(m, L, p);
     for (int e = 0; e < c->n_experts; e++) {
         snprintf(n, sizeof n, "%s.mlp.experts.%d", p, e);
         if ((st = bind_mlp(m, &L->experts[e], n, c->moe_ffn))) return st;
@@ -87,6 +133,14 @@ tern_status tern_llama_bind_weights(tern_model *m)
     if (c->tie_embeddings && !tern_tensors_find(m->tensors, "lm_head.weight")) {
         m->lm_head = m->embed;
         m->head_is_embed = 1;
+        if (tern_dtype_is_quant(m->embed.dt)) {
+            /* the head gets its own descriptor: packing it must not move the
+             * embedding's rows, which the gather reads in place */
+            tern_qmat *q = tern_model_new_qmat(m);
+            if (!q) return tern_error(TERN_E_NOMEM, "out of memory");
+            *q = *(const tern_qmat *)m->embed.data;
+            m->lm_head.data = q;
+        }
     } else if ((st = bind(m, &m->lm_head, "lm_head.weight", c->vocab, c->hidden, 0))) {
         return st;
     }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "io/model_dir.h"
+#include "model/gguf_tok.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
@@ -28,14 +29,20 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     tern_model *m = calloc(1, sizeof *m);
     if (!m) return tern_error(TERN_E_NOMEM, "out of memory");
     pthread_mutex_init(&m->fwd_lock, NULL);
-    tern_status st = tern_model_dir_resolve(path, m->dir, sizeof m->dir);
-    if (!st) st = tern_config_load(m->dir, &m->cfg);
-    if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
-    if (!st) st = tern_llama_bind_weights(m);
+    size_t pl = strlen(path);
+    tern_status st;
+    if (pl > 5 && !strcmp(path + pl - 5, ".gguf")) {
+        st = tern_gguf_model_bind(m, path);
+    } else {
+        st = tern_model_dir_resolve(path, m->dir, sizeof m->dir);
+        if (!st) st = tern_config_load(m->dir, &m->cfg);
+        if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
+        if (!st) st = tern_llama_bind_weights(m);
+    }
     int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (!st) st = tern_pool_create(threads, &m->pool);
-    if (!st && want_panels(opts)) st = tern_model_pack_weights(m);
+    if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();
     if (st) {
@@ -56,7 +63,15 @@ void tern_model_free(tern_model *m)
     pthread_mutex_destroy(&m->fwd_lock);
     if (m->arena) munmap(m->arena, m->arena_bytes);
     tern_tensors_close(m->tensors);
+    if (m->gguf) {
+        if (m->dir[0]) tern_gguf_remove_text_files(m->dir);
+        tern_gguf_close(m->gguf);
+    }
     tern_config_clear(&m->cfg);
+    for (int i = 0; i < m->n_qmats; i++) free(m->qmats[i]);
+    free(m->qmats);
+    for (int i = 0; i < m->n_bufs; i++) free(m->bufs[i]);
+    free(m->bufs);
     free(m);
 }
 
@@ -76,7 +91,7 @@ const int32_t *tern_model_eos_ids(const tern_model *m, int *n)
 size_t tern_model_decode_bytes(const tern_model *m)
 {
     size_t b = m->weight_bytes;
-    size_t emb = (size_t)m->embed.rows * m->embed.cols * tern_dtype_size(m->embed.dt);
+    size_t emb = tern_weight_bytes(&m->embed);
     /* The embedding table is gathered one row per token, except when tied,
      * where the head reads it whole. */
     if (!m->head_is_embed) b -= emb;
@@ -86,6 +101,7 @@ size_t tern_model_decode_bytes(const tern_model *m)
 const char *tern_model_weights_desc(const tern_model *m)
 {
     if (!m->arena) return "mapped";
+    if (!m->arena_floats) return "mapped, quantized in panels";
     return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
 }
 

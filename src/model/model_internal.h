@@ -8,11 +8,14 @@
 #include "backend/cpu/matmul.h"
 #include "core/threadpool.h"
 #include "io/config.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "tern/model.h"
 
 /* A weight matrix [rows, cols] (= [N, K] of a matmul) or a vector (rows 1),
- * read in place from the mapping. data NULL = absent (optional tensors). */
+ * read in place from the mapping. data NULL = absent (optional tensors).
+ * Quantized matrices (dt MLX_Q4 / MLX_Q8): data is a tern_qmat owned by the
+ * model (model->qmats), describing the codes, scales and biases. */
 typedef struct {
     const void *data;       /* borrowed: the checkpoint mapping or the model's panel arena */
     tern_dtype dt;
@@ -40,6 +43,8 @@ struct tern_model {
     tern_model_config cfg;
     char dir[4096];
     tern_tensor_set *tensors;       /* owned; every tern_weight points into it */
+    tern_gguf *gguf;                /* owned, a GGUF model instead of tensors; dir is then
+                                       the private directory of its tokenizer files */
     tern_layer *layers;             /* owned, cfg.n_layers */
     tern_weight embed;              /* [vocab, H] */
     tern_weight final_norm;         /* [H] */
@@ -50,13 +55,39 @@ struct tern_model {
     size_t weight_bytes;            /* every weight tensor bound */
     void *arena;                    /* owned mapping: matmul weights in panels, or NULL */
     size_t arena_bytes;
+    int arena_floats;               /* the arena holds the float matmul weights too */
     /* Activation buffers kept between passes (llama.c); forward passes on
      * one model run one at a time under fwd_lock, as its pool requires. */
     pthread_mutex_t fwd_lock;
     struct tern_fwd_ws *ws;         /* owned */
+    tern_qmat **qmats;              /* owned, n_qmats: descriptors of quantized weights */
+    int n_qmats, cap_qmats;
+    void **bufs;                    /* owned, n_bufs: weights rewritten at load (GGUF llama q/k rows) */
+    int n_bufs, cap_bufs;
 };
 
 void tern_fwd_ws_free(struct tern_fwd_ws *ws);
+
+/* Quantized weights (weight_quant.c). */
+/* Binds module's quantized matrix ("<module>.weight" uint32 codes,
+ * ".scales", ".biases") as an [rows, cols] weight; bits and group come from
+ * the config's quantization section and are checked against the shapes. */
+tern_status tern_weight_bind_quant(struct tern_model *m, tern_weight *w, const char *module, int rows,
+                                   int cols);
+/* Expert e of n_e stacked in one [n_e, rows, ...] module (mlx-lm's
+ * switch_mlp); e = -1: a plain matrix. */
+tern_status tern_weight_bind_quant_slice(struct tern_model *m, tern_weight *w, const char *module, int rows,
+                                         int cols, int e, int n_e);
+/* A new descriptor owned by m (zeroed), or NULL when out of memory. */
+tern_qmat *tern_model_new_qmat(struct tern_model *m);
+/* Row r of w (float or quantized, rows layout) as float32 into out[w->cols]. */
+void tern_weight_row_f32(const tern_weight *w, int r, float *out);
+/* Bytes the weight's tensors occupy as stored (codes, scales, biases). */
+size_t tern_weight_bytes(const tern_weight *w);
+
+/* Opens a GGUF file into m->gguf, fills m->cfg and binds m->layers
+ * (gguf_model.c). */
+tern_status tern_gguf_model_bind(struct tern_model *m, const char *path);
 
 /* Binds the tensors of the llama/qwen family to m->layers (llama_weights.c). */
 tern_status tern_llama_bind_weights(struct tern_model *m);
@@ -65,7 +96,8 @@ tern_status tern_llama_bind_weights(struct tern_model *m);
  * m->arena in the panel layout, using m->pool (weights_pack.c). When the copy
  * would not fit in the memory the system has available, or cannot be
  * mapped, the weights stay in the checkpoint mapping and TERN_OK is returned
- * (tern_model_weights_desc says "mapped"). */
-tern_status tern_model_pack_weights(struct tern_model *m);
+ * (tern_model_weights_desc says "mapped"). quant_only: only the quantized
+ * matrices move (to qpanel.h panels); the float ones stay mapped. */
+tern_status tern_model_pack_weights(struct tern_model *m, int quant_only);
 
 #endif

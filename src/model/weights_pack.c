@@ -2,14 +2,19 @@
  * layout (backend/cpu/panel.h), backed by transparent huge pages where the
  * kernel grants them. Decode then streams every projection as one
  * sequential read per thread. The input embedding table stays in the
- * checkpoint mapping (it is gathered by row, not multiplied). */
+ * checkpoint mapping (it is gathered by row, not multiplied). Quantized
+ * matrices go to the quantized panels of backend/cpu/qpanel.h (their only
+ * layout with vector kernels), also when the float weights stay mapped. */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend/cpu/gguf_blocks.h"
 #include "backend/cpu/panel.h"
+#include "backend/cpu/qpanel.h"
 #include "model/model_internal.h"
 
 enum { HUGE_PAGE = 2 << 20, PACK_TASK_PANELS = 64 };
@@ -18,11 +23,31 @@ typedef struct {
     tern_weight **w;        /* the weights to pack (borrowed) */
     size_t *off;            /* byte offset of each in the arena */
     int n, cap;
+    int quant_only;         /* float weights stay mapped */
 } pack_list;
+
+static int is_quant(const tern_weight *w)
+{
+    return tern_dtype_is_quant(w->dt);
+}
+
+static size_t packed_bytes(const tern_weight *w)
+{
+    if (!is_quant(w)) return tern_cpu_panel_bytes(w->dt, w->rows, w->cols);
+    const tern_qmat *q = w->data;
+    size_t b = tern_cpu_qpanel_bytes(tern_dtype_bits(w->dt), q->group, q->sdt, w->rows, w->cols);
+    return (b + 63) / 64 * 64;
+}
+
+static int panel_count(const tern_weight *w)
+{
+    return is_quant(w) ? tern_qp_count(w->rows) : tern_panel_count(w->rows);
+}
 
 static tern_status list_add(pack_list *l, tern_weight *w)
 {
     if (!w->data || w->rows < 1 || w->cols < 1) return TERN_OK;
+    if (l->quant_only && !is_quant(w)) return TERN_OK;
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 64;
         tern_weight **nw = realloc(l->w, (size_t)cap * sizeof *nw);
@@ -66,7 +91,37 @@ static tern_status collect(tern_model *m, pack_list *l)
 typedef struct {
     const tern_weight *w;
     char *dst;
+    atomic_int bad;         /* GGUF: a block could not be represented */
 } pack_job;
+
+/* Panels [p0, p1) of a GGUF-block matrix: each row decoded to codes and
+ * per-group scales and biases, then laid out as a panel. */
+static void pack_gguf(pack_job *j, int p0, int p1)
+{
+    const tern_weight *w = j->w;
+    const tern_qmat *q = w->data;
+    int be, bb, K = w->cols, G = K / q->group, bits = tern_dtype_bits(w->dt);
+    tern_dtype_block(q->src, &be, &bb);
+    size_t ss = tern_dtype_size(q->sdt), row = (size_t)(K / be) * (size_t)bb;
+    uint8_t *codes = malloc((size_t)TERN_QP_ROWS * (size_t)K);
+    uint8_t *sc = malloc((size_t)TERN_QP_ROWS * (size_t)G * ss), *bi = malloc((size_t)TERN_QP_ROWS * (size_t)G * ss);
+    if (!codes || !sc || !bi) {
+        atomic_store(&j->bad, 2);
+    } else {
+        for (int p = p0; p < p1; p++) {
+            int n0 = p * TERN_QP_ROWS, nr = w->rows - n0 < TERN_QP_ROWS ? w->rows - n0 : TERN_QP_ROWS;
+            for (int r = 0; r < nr; r++)
+                if (tern_gguf_affine_row(q->src, (const uint8_t *)q->codes + (size_t)(n0 + r) * row, K,
+                                         codes + (size_t)r * K, sc + (size_t)r * G * ss, bi + (size_t)r * G * ss))
+                    atomic_store(&j->bad, 1);
+            tern_cpu_qpanel_pack_rows(codes, sc, bi, q->sdt, bits, q->group, nr, K,
+                                      j->dst + (size_t)p * tern_qp_panel_bytes(bits, q->group, q->sdt, K));
+        }
+    }
+    free(codes);
+    free(sc);
+    free(bi);
+}
 
 static uintptr_t page_size(void)
 {
@@ -76,9 +131,19 @@ static uintptr_t page_size(void)
 
 static void pack_task(void *arg, int t)
 {
-    const pack_job *j = arg;
-    int np = tern_panel_count(j->w->rows);
+    pack_job *j = arg;
+    int np = panel_count(j->w);
     int p0 = t * PACK_TASK_PANELS, p1 = p0 + PACK_TASK_PANELS < np ? p0 + PACK_TASK_PANELS : np;
+    if (is_quant(j->w) && ((const tern_qmat *)j->w->data)->src != TERN_DT_U32) {
+        pack_gguf(j, p0, p1);
+        return;
+    }
+    if (is_quant(j->w)) {
+        const tern_qmat *q = j->w->data;
+        tern_cpu_qpanel_pack(q->codes, q->scales, q->biases, q->sdt, tern_dtype_bits(j->w->dt), q->group,
+                             j->w->rows, j->w->cols, j->dst, p0, p1);
+        return;
+    }
 #ifdef MADV_POPULATE_READ
     /* map the source rows in one call instead of a fault per page */
     size_t row = (size_t)j->w->cols * tern_dtype_size(j->w->dt);
@@ -112,15 +177,31 @@ static size_t huge_bytes(const void *p, size_t len)
     return total;
 }
 
-/* Gives the checkpoint pages of a packed weight back (the mapping stays
+/* Gives the checkpoint pages of [a, a + len) back (the mapping stays
  * valid; a later read faults them in again from the page cache). */
-static void drop_source(const tern_weight *w)
+static void drop_range(const void *p, size_t len)
 {
     uintptr_t pg = page_size();
-    uintptr_t a = (uintptr_t)w->data;
-    uintptr_t b = a + (uintptr_t)w->rows * (uintptr_t)w->cols * tern_dtype_size(w->dt);
+    uintptr_t a = (uintptr_t)p, b = a + len;
     uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void drop_source(const tern_weight *w)
+{
+    if (!is_quant(w)) {
+        drop_range(w->data, (size_t)w->rows * (size_t)w->cols * tern_dtype_size(w->dt));
+        return;
+    }
+    const tern_qmat *q = w->data;
+    if (q->src != TERN_DT_U32) {
+        drop_range(q->codes, tern_weight_bytes(w));
+        return;
+    }
+    size_t sb = (size_t)w->rows * (size_t)(w->cols / q->group) * tern_dtype_size(q->sdt);
+    drop_range(q->codes, (size_t)w->rows * (size_t)w->cols * (size_t)tern_dtype_bits(w->dt) / 8);
+    drop_range(q->scales, sb);
+    drop_range(q->biases, sb);
 }
 
 /* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
@@ -136,14 +217,15 @@ static size_t mem_available(void)
     return kb << 10;
 }
 
-tern_status tern_model_pack_weights(tern_model *m)
+tern_status tern_model_pack_weights(tern_model *m, int quant_only)
 {
     pack_list l = {0};
+    l.quant_only = quant_only;
     tern_status st = collect(m, &l);
     size_t total = 0;
     for (int i = 0; !st && i < l.n; i++) {
         l.off[i] = total;
-        total += tern_cpu_panel_bytes(l.w[i]->dt, l.w[i]->rows, l.w[i]->cols);
+        total += packed_bytes(l.w[i]);
     }
     if (st || total == 0) goto out;
     size_t size = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
@@ -160,18 +242,33 @@ tern_status tern_model_pack_weights(tern_model *m)
         munmap(arena + size, (size_t)(raw + size + HUGE_PAGE - (arena + size)));
     madvise(arena, size, MADV_HUGEPAGE);
     for (int i = 0; i < l.n; i++) {
-        pack_job j = {l.w[i], arena + l.off[i]};
-        tern_pool_run(m->pool, pack_task, &j,
-                      (tern_panel_count(l.w[i]->rows) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
+        pack_job j = {l.w[i], arena + l.off[i], 0};
+        tern_pool_run(m->pool, pack_task, &j, (panel_count(l.w[i]) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
+        if (atomic_load(&j.bad)) {
+            munmap(arena, size);
+            st = atomic_load(&j.bad) == 2
+                     ? tern_error(TERN_E_NOMEM, "out of memory packing weights")
+                     : tern_error(TERN_E_UNSUPPORTED, "a %s block scale is too large for its panel copy",
+                                  tern_dtype_name(((const tern_qmat *)l.w[i]->data)->src));
+            goto out;
+        }
     }
     /* huge pages for at least half the arena: the hardware prefetcher carries decode */
     tern_wlayout layout = huge_bytes(arena, size) * 2 >= size ? TERN_WL_PANELS_HUGE : TERN_WL_PANELS;
     for (int i = 0; i < l.n; i++) {
         if (!(m->head_is_embed && l.w[i] == &m->lm_head)) drop_source(l.w[i]);
-        l.w[i]->data = arena + l.off[i];
+        if (is_quant(l.w[i])) {
+            /* the descriptor is the model's own (tern_model_new_qmat) */
+            tern_qmat *q = (tern_qmat *)l.w[i]->data;
+            q->codes = arena + l.off[i];
+            q->scales = q->biases = NULL;
+        } else {
+            l.w[i]->data = arena + l.off[i];
+        }
         l.w[i]->layout = layout;
     }
     m->arena = arena;
+    m->arena_floats = !quant_only;
     m->arena_bytes = size;
 out:
     free(l.w);

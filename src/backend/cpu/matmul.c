@@ -5,6 +5,7 @@
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/matmul_kern.h"
+#include "backend/cpu/matmul_q.h"
 #include "backend/cpu/panel.h"
 
 /* Dispatch: one table per ISA (filled once), indexed by weight dtype; the
@@ -180,6 +181,25 @@ tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const flo
                           TERN_MM_MAX_OUTS);
     if (M < 0 || K <= 0)
         return tern_error(TERN_E_INVALID, "matmul: bad shape M=%d K=%d", M, K);
+    /* Quantized outputs go to matmul_q.c; a mix runs as two passes (each y
+     * is the same either way). */
+    int n_quant = 0;
+    for (int i = 0; i < n_outs; i++) n_quant += tern_dtype_is_quant(outs[i].wdt);
+    if (n_quant == n_outs) return tern_cpu_matmul_q(pool, mode, x, M, K, outs, n_outs);
+    if (n_quant) {
+        tern_mm_out fl[TERN_MM_MAX_OUTS], qu[TERN_MM_MAX_OUTS];
+        int nf = 0, nq = 0;
+        for (int i = 0; i < n_outs; i++) {
+            if (tern_dtype_is_quant(outs[i].wdt)) qu[nq++] = outs[i];
+            else fl[nf++] = outs[i];
+        }
+        for (int i = 0; i < nq; i++) {
+            tern_status st = tern_cpu_matmul_q_check(&qu[i], K);
+            if (st) return st;
+        }
+        tern_status st = tern_cpu_matmul_multi(pool, mode, x, M, K, fl, nf);
+        return st ? st : tern_cpu_matmul_q(pool, mode, x, M, K, qu, nq);
+    }
     int need_round = 0;
     for (int i = 0; i < n_outs; i++) {
         if (outs[i].n <= 0)

@@ -19,7 +19,9 @@ typedef enum {
     /* activations stay float32: the reference path (parity with HF float32) */
     TERN_ACT_F32 = 0,
     /* activations are rounded to bf16 before the product with BF16 weights
-     * (F32/F16 weights are unaffected): the fast path */
+     * (F32/F16 weights are unaffected) and quantized to int8 per weight
+     * group before the product with quantized weights (matmul_q.h): the
+     * fast path */
     TERN_ACT_BF16 = 1
 } tern_act_mode;
 
@@ -30,15 +32,32 @@ tern_status tern_cpu_matmul(tern_pool *pool, tern_act_mode mode, const float *x,
  * result: each y[m, n] is computed by the same operations in every layout. */
 typedef enum {
     TERN_WL_ROWS = 0,       /* row-major [N, K] (e.g. a checkpoint mapped in place) */
-    TERN_WL_PANELS,         /* panel layout (panel.h), ordinary pages: decode
-                               prefetches ahead in software */
+    TERN_WL_PANELS,         /* panel layout (panel.h; qpanel.h for quantized
+                               formats), ordinary pages: decode prefetches
+                               ahead in software */
     TERN_WL_PANELS_HUGE     /* panel layout in huge pages: the hardware
                                prefetcher keeps the stream going alone */
 } tern_wlayout;
 
+/* A quantized matrix (wdt MLX_Q4 / MLX_Q8): what tern_mm_out.w points to.
+ * All pointers borrowed. */
+typedef struct {
+    const void *codes;          /* TERN_WL_ROWS: uint32 words [n, K*bits/32] as
+                                   stored; panels: the whole qpanel.h copy */
+    const void *scales, *biases;/* TERN_WL_ROWS: [n, K / group] in sdt;
+                                   panels: NULL (they live in the copy) */
+    tern_dtype sdt;             /* F32, F16 or BF16 */
+    int group;                  /* inputs per scale: 32, 64 or 128 (16: GGUF Q6_K) */
+    /* what codes holds in TERN_WL_ROWS: TERN_DT_U32 = MLX packed words (the
+     * scalar kernel reads them in place); a GGUF block format = its raw rows,
+     * which only the panel copy makes computable */
+    tern_dtype src;
+} tern_qmat;
+
 /* One output of tern_cpu_matmul_multi: y[M, n] = x . w[n, K]^T. */
 typedef struct {
-    const void *w;      /* borrowed, [n, K] in the given layout */
+    const void *w;      /* borrowed, [n, K] in the given layout; a tern_qmat
+                           for the quantized formats */
     tern_dtype wdt;
     int n;
     float *y;           /* borrowed, [M, n] */

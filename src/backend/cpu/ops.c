@@ -1,29 +1,28 @@
 #include "backend/cpu/ops.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/vec.h"
 
-void tern_cpu_to_f32(const void *src, tern_dtype dt, long n, float *dst)
+/* Weights are read with memcpy: checkpoints written by mlx-lm do not align
+ * their tensors, so a vector may start at any byte. */
+static float weight_at(const void *w, tern_dtype dt, long i)
 {
     if (dt == TERN_DT_F32) {
-        const float *s = src;
-        for (long i = 0; i < n; i++) dst[i] = s[i];
-    } else if (dt == TERN_DT_BF16) {
-        const uint16_t *s = src;
-        for (long i = 0; i < n; i++) dst[i] = tern_bf16_to_f32(s[i]);
-    } else {
-        const uint16_t *s = src;
-        for (long i = 0; i < n; i++) dst[i] = tern_f16_to_f32(s[i]);
+        float f;
+        memcpy(&f, (const char *)w + 4 * i, 4);
+        return f;
     }
+    uint16_t h;
+    memcpy(&h, (const char *)w + 2 * i, 2);
+    return dt == TERN_DT_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
 }
 
-static float weight_at(const void *w, tern_dtype dt, int i)
+void tern_cpu_to_f32(const void *src, tern_dtype dt, long n, float *dst)
 {
-    if (dt == TERN_DT_F32) return ((const float *)w)[i];
-    if (dt == TERN_DT_BF16) return tern_bf16_to_f32(((const uint16_t *)w)[i]);
-    return tern_f16_to_f32(((const uint16_t *)w)[i]);
+    for (long i = 0; i < n; i++) dst[i] = weight_at(src, dt, i);
 }
 
 void tern_cpu_rmsnorm(const float *x, float *y, int n, int d, const void *w, tern_dtype wdt, float eps)

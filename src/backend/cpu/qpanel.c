@@ -1,0 +1,72 @@
+#include "backend/cpu/qpanel.h"
+
+#include <stdint.h>
+#include <string.h>
+
+size_t tern_cpu_qpanel_bytes(int bits, int group, tern_dtype sdt, int N, int K)
+{
+    return (size_t)tern_qp_count(N) * tern_qp_panel_bytes(bits, group, sdt, K);
+}
+
+/* Code k of row-major row r (bytes little-endian, as the uint32 words are). */
+static inline unsigned code_at(const uint8_t *r, int bits, int k)
+{
+    if (bits == 8) return r[k];
+    return (r[k >> 1] >> ((k & 1) * 4)) & 15u;
+}
+
+void tern_cpu_qpanel_pack(const void *codes, const void *scales, const void *biases,
+                          tern_dtype sdt, int bits, int group, int N, int K, void *dst,
+                          int p0, int p1)
+{
+    const int per_unit = 32 / bits, units = group / per_unit, G = K / group;
+    const size_t row_bytes = (size_t)K * (size_t)bits / 8, ss = tern_dtype_size(sdt);
+    const size_t cb = tern_qp_codes_bytes(bits, group);
+    for (int p = p0; p < p1; p++) {
+        uint8_t *panel = (uint8_t *)dst + (size_t)p * tern_qp_panel_bytes(bits, group, sdt, K);
+        for (int g = 0; g < G; g++) {
+            uint8_t *rec = panel + (size_t)g * tern_qp_record_bytes(bits, group, sdt);
+            memset(rec, 0, tern_qp_record_bytes(bits, group, sdt));
+            for (int j = 0; j < TERN_QP_ROWS; j++) {
+                int n = p * TERN_QP_ROWS + j;
+                if (n >= N) break;
+                const uint8_t *r = (const uint8_t *)codes + (size_t)n * row_bytes;
+                for (int u = 0; u < units; u++) {
+                    int k0 = g * group + u * per_unit;
+                    uint8_t *o = rec + (size_t)u * TERN_QP_UNIT + 4 * j;
+                    for (int i = 0; i < 4; i++)
+                        o[i] = bits == 8 ? (uint8_t)code_at(r, 8, k0 + i)
+                                         : (uint8_t)(code_at(r, 4, k0 + i) |
+                                                     code_at(r, 4, k0 + 4 + i) << 4);
+                }
+                size_t si = ((size_t)n * (size_t)G + (size_t)g) * ss;
+                memcpy(rec + cb + (size_t)j * ss, (const uint8_t *)scales + si, ss);
+                memcpy(rec + cb + (TERN_QP_ROWS + (size_t)j) * ss, (const uint8_t *)biases + si, ss);
+            }
+        }
+    }
+}
+
+void tern_cpu_qpanel_pack_rows(const uint8_t *codes, const void *scales, const void *biases,
+                               tern_dtype sdt, int bits, int group, int nrows, int K, void *dst)
+{
+    const int per_unit = 32 / bits, units = group / per_unit, G = K / group;
+    const size_t ss = tern_dtype_size(sdt), cb = tern_qp_codes_bytes(bits, group);
+    const size_t rb = tern_qp_record_bytes(bits, group, sdt);
+    memset(dst, 0, (size_t)G * rb);
+    for (int g = 0; g < G; g++) {
+        uint8_t *rec = (uint8_t *)dst + (size_t)g * rb;
+        for (int j = 0; j < nrows; j++) {
+            const uint8_t *r = codes + (size_t)j * (size_t)K;
+            for (int u = 0; u < units; u++) {
+                int k0 = g * group + u * per_unit;
+                uint8_t *o = rec + (size_t)u * TERN_QP_UNIT + 4 * j;
+                for (int i = 0; i < 4; i++)
+                    o[i] = bits == 8 ? r[k0 + i] : (uint8_t)(r[k0 + i] | r[k0 + 4 + i] << 4);
+            }
+            size_t si = ((size_t)j * (size_t)G + (size_t)g) * ss;
+            memcpy(rec + cb + (size_t)j * ss, (const uint8_t *)scales + si, ss);
+            memcpy(rec + cb + (TERN_QP_ROWS + (size_t)j) * ss, (const uint8_t *)biases + si, ss);
+        }
+    }
+}
