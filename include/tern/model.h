@@ -7,6 +7,7 @@
 #define TERN_MODEL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "tern/status.h"
@@ -76,6 +77,16 @@ size_t tern_model_weight_bytes(const tern_model *m);
 size_t tern_model_decode_bytes(const tern_model *m);
 /* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
 const char *tern_model_weights_desc(const tern_model *m);
+/* Prints what a checkpoint is (architecture, shapes, parameters, bytes by
+ * dtype, bits per weight by module, KV bytes per token) without loading its
+ * weights; device names where it would run (NULL = "cpu"). out borrowed. */
+tern_status tern_model_inspect(const char *path, const char *device, FILE *out);
+/* The tokenizer and chat template files of a model: its directory (a repo id
+ * resolved in the hub cache), or for a .gguf file a temporary directory with
+ * tokenizer.json / tokenizer_config.json written from its metadata (*temp
+ * set: remove it with tern_model_text_dir_close). */
+tern_status tern_model_text_dir_open(const char *model, char *dir, size_t cap, int *temp);
+void tern_model_text_dir_close(const char *dir, int temp);
 /* The model's identity for caches kept on disk: a hash of config.json and
  * of every weight file's name, size and header. */
 uint64_t tern_model_fingerprint(const tern_model *m);

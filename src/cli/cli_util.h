@@ -20,19 +20,7 @@ int cli_bytes(const char *opt, const char *v, size_t *out);
 /* --precision f32|bf16 and --weights panels|mapped; 0 or -1 with a message. */
 int cli_precision(const char *opt, const char *v, tern_precision *out);
 int cli_weights(const char *opt, const char *v, tern_weights_mode *out);
-/* The directory holding a model's tokenizer files: model itself, or for a
- * .gguf file a private directory its tokenizer files are written to (dir
- * receives the path, cap bytes; *temp set to 1, pass it to
- * cli_text_dir_close). */
-tern_status cli_text_dir_open(const char *model, char *dir, size_t cap, int *temp);
-void cli_text_dir_close(const char *dir, int temp);
 /* Returns argv[i+1] or prints "option needs a value" and returns NULL. */
 const char *cli_value(int argc, char **argv, int i);
-/* The directory holding a model's tokenizer / template files: spec (borrowed)
- * as given when it is a directory without snapshots/, else resolved as
- * tern_model_load resolves it (a cache entry or ORG/NAME[@REVISION] in the
- * Hugging Face cache). Writes out (size cap); 0, or -1 with the message in
- * tern_last_error(). */
-int cli_text_dir(const char *spec, char *out, size_t cap);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cli/cli_util.h"
+#include "tern/model.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,9 +150,9 @@ int tern_cmd_detokenize(int argc, char **argv)
     tern_tokenizer *t;
     char tdir[4096];
     int ttemp = 0;
-    tern_status tst = cli_text_dir_open(model, tdir, sizeof tdir, &ttemp);
+    tern_status tst = tern_model_text_dir_open(model, tdir, sizeof tdir, &ttemp);
     if (!tst) tst = tern_tokenizer_load(tdir, &t);
-    cli_text_dir_close(tdir, ttemp);
+    tern_model_text_dir_close(tdir, ttemp);
     if (tst) {
         fprintf(stderr, "tern detokenize: %s\n", tern_last_error());
         free(ids);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli_util.h"
+#include "tern/model.h"
 #include "tern/chat_template.h"
 #include "tern/system.h"
 
@@ -71,9 +72,9 @@ int tern_cmd_template(int argc, char **argv)
     char *out = NULL;
     char tdir[4096];
     int ttemp = 0;
-    tern_status st = cli_text_dir_open(model, tdir, sizeof tdir, &ttemp);
+    tern_status st = tern_model_text_dir_open(model, tdir, sizeof tdir, &ttemp);
     if (!st) st = tern_chat_template_load(tdir, &t);
-    cli_text_dir_close(tdir, ttemp);
+    tern_model_text_dir_close(tdir, ttemp);
     if (st == TERN_OK)
         st = tern_chat_template_render(t, msg_text, tools_text, add_generation_prompt, kwargs, &out);
     if (st != TERN_OK)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cli/cli_util.h"
+#include "tern/model.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,9 +101,9 @@ int tern_cmd_tokenize(int argc, char **argv)
     double t0 = tern_now();
     char tdir[4096];
     int ttemp = 0;
-    tern_status tst = cli_text_dir_open(model, tdir, sizeof tdir, &ttemp);
+    tern_status tst = tern_model_text_dir_open(model, tdir, sizeof tdir, &ttemp);
     if (!tst) tst = tern_tokenizer_load(tdir, &t);
-    cli_text_dir_close(tdir, ttemp);
+    tern_model_text_dir_close(tdir, ttemp);
     if (tst) {
         fprintf(stderr, "tern tokenize: %s\n", tern_last_error());
         return 1;

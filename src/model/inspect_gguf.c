@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/commands.h"
+#include "model/inspect_gguf.h"
 #include "io/gguf.h"
 
 enum { KINDS = 32, FMTS = 4 };
@@ -28,19 +28,18 @@ static void kind_of(const char *name, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)n, s);
 }
 
-int tern_inspect_gguf(const char *path)
+tern_status tern_inspect_gguf(const char *path, const char *device, FILE *out)
 {
     tern_gguf *g;
-    if (tern_gguf_open(path, &g)) {
-        fprintf(stderr, "tern: %s\n", tern_last_error());
-        return 1;
-    }
+    tern_status st = tern_gguf_open(path, &g);
+    if (st) return st;
     const char *a = "?";
     uint64_t al = 1;
     tern_gguf_get_str(g, "general.architecture", &a, &al);
-    printf("file           %s\n", path);
-    printf("format         GGUF, %d metadata entries, %d tensors\n", tern_gguf_n_kv(g), tern_gguf_n_tensors(g));
-    printf("architecture   %.*s\n", (int)al, a);
+    fprintf(out, "file           %s\n", path);
+    fprintf(out, "device         %s\n", device ? device : "cpu");
+    fprintf(out, "format         GGUF, %d metadata entries, %d tensors\n", tern_gguf_n_kv(g), tern_gguf_n_tensors(g));
+    fprintf(out, "architecture   %.*s\n", (int)al, a);
     static const char *keys[] = {"block_count", "embedding_length", "feed_forward_length", "attention.head_count",
                                  "attention.head_count_kv", "attention.key_length", "context_length", "expert_count",
                                  "expert_used_count", "expert_feed_forward_length"};
@@ -49,7 +48,7 @@ int tern_inspect_gguf(const char *path)
         snprintf(k, sizeof k, "%.*s.%s", (int)al, a, keys[i]);
         int64_t v;
         if (tern_gguf_find_kv(g, k) && tern_gguf_get_int(g, k, &v) == TERN_OK)
-            printf("%-26s %lld\n", keys[i], (long long)v);
+            fprintf(out, "%-26s %lld\n", keys[i], (long long)v);
     }
     kind_stat ks[KINDS];
     int nk = 0;
@@ -78,15 +77,15 @@ int tern_inspect_gguf(const char *path)
         if (f == ks[k].n_fmt && f < FMTS) ks[k].fmt[ks[k].n_fmt++] = t->dtype;
         if (f < FMTS) ks[k].fmt_n[f]++;
     }
-    printf("parameters     %.0f (%.2f M)\n", params, params / 1e6);
-    printf("tensor bytes   %.0f (%.2f MB), %.3f bits per parameter\n", bytes, bytes / 1e6, bytes * 8 / params);
-    printf("bits per weight by module (stored bytes * 8 / weights):\n");
+    fprintf(out, "parameters     %.0f (%.2f M)\n", params, params / 1e6);
+    fprintf(out, "tensor bytes   %.0f (%.2f MB), %.3f bits per parameter\n", bytes, bytes / 1e6, bytes * 8 / params);
+    fprintf(out, "bits per weight by module (stored bytes * 8 / weights):\n");
     for (int k = 0; k < nk; k++) {
-        printf("  %-14s %6.3f  ", ks[k].kind, ks[k].bytes * 8 / ks[k].n);
+        fprintf(out, "  %-14s %6.3f  ", ks[k].kind, ks[k].bytes * 8 / ks[k].n);
         for (int f = 0; f < ks[k].n_fmt; f++)
-            printf("%s%s x%d", f ? ", " : "", tern_dtype_name(ks[k].fmt[f]), ks[k].fmt_n[f]);
-        printf("\n");
+            fprintf(out, "%s%s x%d", f ? ", " : "", tern_dtype_name(ks[k].fmt[f]), ks[k].fmt_n[f]);
+        fprintf(out, "\n");
     }
     tern_gguf_close(g);
-    return 0;
+    return TERN_OK;
 }
