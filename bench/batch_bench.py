@@ -98,10 +98,10 @@ def aggregate(port, n, tokens, kind, eos_ids):
     return sum(got) / (end - t0), sum(got)
 
 
-def start_llama(path, gguf, threads, n):
+def start_llama(path, gguf, threads, n, ctx=None):
     port = free_port()
     proc = subprocess.Popen([path, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-np", str(n),
-                             "-c", str(n * 1024), "--port", str(port), "--host", "127.0.0.1", "--no-webui",
+                             "-c", str(ctx or max(n * 1024, 8192)), "--port", str(port), "--host", "127.0.0.1", "--no-webui",
                              ],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(1200):
