@@ -28,7 +28,7 @@ typedef struct {
     int done;
     /* Speculation: this iteration's draft, and the row's acceptance rate. */
     int32_t draft[TERN_SPEC_POSITIONS];
-    int n_draft;
+    int n_draft, depth;
     double accept_rate;
     /* Filled by the parallel sampling phase of an iteration. */
     const float *logits;       /* borrowed row of the iteration's logits */
@@ -91,7 +91,7 @@ struct tern_engine {
     /* Measured costs steering the prompt budget while rows decode: a
      * decode-only iteration, and one prompt token more in a mixed one
      * (exponential moving averages; 0 = not measured yet). */
-    double ema_decode_s, ema_token_s;
+    double ema_decode_s, ema_token_s, ema_decode_rows;
     int *b_rows, *b_ntok;
     int32_t *b_tokens;
     uint8_t *b_want;

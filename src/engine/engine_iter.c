@@ -282,6 +282,64 @@ static void ema(double *v, double x)
     *v = *v > 0 ? 0.8 * *v + 0.2 * x : x;
 }
 
+typedef struct {
+    eng_row *w;
+    double p;       /* chance the k-th draft token of w is kept */
+} draft_slot;
+
+static int more_likely(const void *a, const void *b)
+{
+    double x = ((const draft_slot *)a)->p, y = ((const draft_slot *)b)->p;
+    return x > y ? -1 : x < y;
+}
+
+/* How deep each decoding row drafts this iteration. With the measured cost
+ * model of an iteration, t(T) = t0 + c T over T tokens, and a row's k-th
+ * draft token kept with chance rate^k, a token is worth verifying when it
+ * raises the expected tokens per second: p > c (N + A) / (t0 + c (N + D))
+ * for the N rows, A expected accepted and D drafted so far, most likely
+ * first. So a batch that is bandwidth-bound (c small) drafts deep and one
+ * that is compute-bound drafts little or nothing. Until the costs are
+ * measured, spec_budget tokens are shared evenly. */
+static void plan_drafts(tern_engine *e, int decoding)
+{
+    int n_slots = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
+    draft_slot *slots = cap > 0 ? malloc((size_t)cap * sizeof *slots) : NULL;
+    for (int i = 0; i < e->n_active; i++) {
+        tern_request *r = e->active[i];
+        if (r->state != REQ_DECODE) continue;
+        for (int c = 0; c < r->n; c++) {
+            eng_row *w = &r->rows[c];
+            w->depth = 0;
+            if (w->done || r->spec <= 0) continue;
+            int room = r->max_tokens - r->generated[c] - 1, most = r->spec < room ? r->spec : room;
+            double p = 1.0;
+            for (int k = 1; k <= most && slots && n_slots < cap; k++) {
+                p *= w->accept_rate > 0.05 ? w->accept_rate : 0.05;
+                slots[n_slots++] = (draft_slot){w, p};
+            }
+        }
+    }
+    if (!n_slots) {
+        free(slots);
+        return;
+    }
+    qsort(slots, (size_t)n_slots, sizeof *slots, more_likely);
+    double cst = e->ema_token_s, t0 = e->ema_decode_s - cst * e->ema_decode_rows;
+    int measured = cst > 0 && e->ema_decode_s > 0;
+    if (t0 < cst) t0 = cst;
+    double A = 0;
+    int D = 0;
+    for (int i = 0; i < n_slots && D < e->o.spec_budget; i++) {
+        if (measured && slots[i].p <= cst * (decoding + A) / (t0 + cst * (decoding + D))) break;
+        if (!measured && D >= e->o.spec_budget / (decoding > 0 ? decoding : 1) * decoding) break;
+        slots[i].w->depth++;
+        A += slots[i].p;
+        D++;
+    }
+    free(slots);
+}
+
 /* Requests whose choices all ended leave; cancelled ones end here too. The
  * gauges are updated before on_done runs, so a caller woken by it sees the
  * blocks already back in the pool. */
@@ -367,9 +425,7 @@ int tern_engine_iterate(tern_engine *e)
         if (r->state != REQ_DECODE) continue;
         for (int c = 0; c < r->n; c++) decoding += !r->rows[c].done;
     }
-    /* Draft depth: the row's own acceptance, and what the iteration can
-     * verify before it turns compute-bound (spec_budget tokens in all). */
-    int spec_left = decoding > 0 ? e->o.spec_budget : 0;
+    plan_drafts(e, decoding);
     e->n_spec = 0;
     e->n_s = 0;
     for (int i = 0; i < e->n_active; i++) {
@@ -379,16 +435,7 @@ int tern_engine_iterate(tern_engine *e)
             eng_row *w = &r->rows[c];
             if (w->done) continue;
             w->n_draft = 0;
-            int room = r->max_tokens - r->generated[c] - 1, depth = r->spec;
-            if (depth > 0) {
-                int share = spec_left / decoding;
-                int want = (int)(depth * w->accept_rate + 0.999);
-                depth = want < 1 ? 1 : want;
-                if (depth > share) depth = share;
-                if (depth > room) depth = room;
-                if (depth > 0)
-                    w->n_draft = e->drafter.vt->draft(&e->drafter, w->hist, w->n_hist, depth, w->draft);
-            }
+            if (w->depth > 0) w->n_draft = e->drafter.vt->draft(&e->drafter, w->hist, w->n_hist, w->depth, w->draft);
             e->b_rows[nb] = w->kv_row;
             e->b_ntok[nb++] = 1 + w->n_draft;
             e->b_tokens[T] = w->pending;
@@ -479,7 +526,10 @@ int tern_engine_iterate(tern_engine *e)
     for (int i = 0; i < e->n_s; i++) deliver(e, e->s_rows[i]);
     for (int i = 0; i < e->n_spec; i++) verify(e, e->spec_rows[i]);
     double secs = tern_now() - t0;
-    if (decoding && T == decoding) ema(&e->ema_decode_s, secs);
+    if (decoding && T == decoding) {
+        ema(&e->ema_decode_s, secs);
+        ema(&e->ema_decode_rows, decoding);
+    }
     else if (decoding && e->ema_decode_s > 0 && secs > e->ema_decode_s)
         ema(&e->ema_token_s, (secs - e->ema_decode_s) / (T - decoding));
     record(e, secs, T);
