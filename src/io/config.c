@@ -214,6 +214,20 @@ static tern_status parse(const cfg_src *c, json_t *top, tern_model_config *cfg)
     return tern_rope_init(cfg);
 }
 
+static tern_status parse_top(json_t *top, const char *path, tern_model_config *cfg)
+{
+    if (!json_is_object(top)) {
+        json_decref(top);
+        return tern_error(TERN_E_FORMAT, "%s: not a JSON object", path);
+    }
+    json_t *tc = json_object_get(top, "text_config");
+    cfg_src c = {path, json_is_object(tc) ? tc : top};
+    tern_status st = parse(&c, top, cfg);
+    json_decref(top);
+    if (st) tern_config_clear(cfg);
+    return st;
+}
+
 tern_status tern_config_load(const char *dir, tern_model_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -226,16 +240,17 @@ tern_status tern_config_load(const char *dir, tern_model_config *cfg)
             return tern_error(TERN_E_IO, "%s: cannot open", path);
         return tern_error(TERN_E_FORMAT, "%s: not valid JSON (%s, line %d)", path, jerr.text, jerr.line);
     }
-    if (!json_is_object(top)) {
-        json_decref(top);
-        return tern_error(TERN_E_FORMAT, "%s: not a JSON object", path);
-    }
-    json_t *tc = json_object_get(top, "text_config");
-    cfg_src c = {path, json_is_object(tc) ? tc : top};
-    tern_status st = parse(&c, top, cfg);
-    json_decref(top);
-    if (st) tern_config_clear(cfg);
-    return st;
+    return parse_top(top, path, cfg);
+}
+
+tern_status tern_config_parse(const char *json, size_t len, const char *name, tern_model_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (!name) name = "config.json";
+    json_error_t jerr;
+    json_t *top = json_loadb(json, len, 0, &jerr);
+    if (!top) return tern_error(TERN_E_FORMAT, "%s: not valid JSON (%s, line %d)", name, jerr.text, jerr.line);
+    return parse_top(top, name, cfg);
 }
 
 void tern_config_clear(tern_model_config *cfg)
