@@ -1,6 +1,7 @@
 #include "io/config.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,8 @@ static tern_status parse_rope(const cfg_src *c, tern_model_config *cfg)
     if ((st = get_num(c->path, c->root, "partial_rotary_factor", 1.0, &r->partial_rotary_factor))) return st;
     if (src && json_object_get(src, "partial_rotary_factor"))
         if ((st = get_num(c->path, src, "partial_rotary_factor", 1.0, &r->partial_rotary_factor))) return st;
+    if (!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
+        return tern_error(TERN_E_FORMAT, "%s: partial_rotary_factor must be in (0, 1]", c->path);
     const char *type = "default";
     if (src) {
         json_t *t = json_object_get(src, "rope_type");
@@ -93,6 +96,9 @@ static tern_status parse_rope(const cfg_src *c, tern_model_config *cfg)
     if (r->factor <= 0) return tern_error(TERN_E_FORMAT, "%s: rope factor must be positive", c->path);
     double omp;
     if ((st = get_num(c->path, src, "original_max_position_embeddings", cfg->max_pos, &omp))) return st;
+    if (json_object_get(src, "original_max_position_embeddings") && !(omp >= 1 && omp <= INT_MAX))
+        return tern_error(TERN_E_FORMAT, "%s: original_max_position_embeddings must be a positive integer",
+                          c->path);
     r->original_max_pos = (int)omp;
     if (r->type == TERN_ROPE_LLAMA3) {
         if ((st = get_num(c->path, src, "low_freq_factor", 1.0, &r->low_freq_factor))) return st;
