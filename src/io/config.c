@@ -204,6 +204,10 @@ static tern_status parse(const cfg_src *c, json_t *top, tern_model_config *cfg)
     if ((st = get_int(c, "head_dim", 0, cfg->hidden / cfg->n_heads, &cfg->head_dim))) return st;
     if (cfg->head_dim <= 0 || cfg->head_dim % 2)
         return tern_error(TERN_E_FORMAT, "%s: head_dim %d must be positive and even", c->path, cfg->head_dim);
+    /* Bounded so that the rope tables and per-head buffers stay small. */
+    if (cfg->head_dim > 4096 || cfg->n_heads > 65536 || cfg->ffn > (1 << 24))
+        return tern_error(TERN_E_RANGE, "%s: implausibly large config (head_dim %d, %d heads, intermediate_size %d)",
+                          c->path, cfg->head_dim, cfg->n_heads, cfg->ffn);
     double eps;
     if ((st = get_num(c->path, c->root, "rms_norm_eps", 1e-6, &eps))) return st;
     cfg->rms_eps = (float)eps;

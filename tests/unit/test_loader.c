@@ -176,6 +176,12 @@ int main(void)
                           "\"original_max_position_embeddings\":222222222222249}}";
     write_file(d, "config.json", cfg_omp, strlen(cfg_omp));
     expect_fail(d, TERN_E_FORMAT, "original_max_position_embeddings", "positive integer");
+    /* A huge head_dim is refused before rope tables are built for it (a fuzz-target timeout). */
+    d = case_dir("head_dim");
+    const char *cfg_hd = "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                         "\"intermediate_size\":8,\"vocab_size\":8,\"head_dim\":255050564}";
+    write_file(d, "config.json", cfg_hd, strlen(cfg_hd));
+    expect_fail(d, TERN_E_RANGE, "implausibly large", "head_dim 255050564");
     d = case_dir("rope_prf");
     const char *cfg_prf = "{\"model_type\":\"llama\",\"hidden_size\":4,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
                           "\"intermediate_size\":8,\"vocab_size\":8,\"partial_rotary_factor\":1e300}";
