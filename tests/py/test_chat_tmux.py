@@ -24,7 +24,13 @@ class Tmux:
         cmd = " ".join([str(TERN), "chat", "--model", str(MODEL), *args])
         self.tmux("new-session", "-d", "-x", "220", "-y", "50", "-s", "chat", cmd)
         self.tmux("set-option", "-t", "chat", "remain-on-exit", "on")
-        self.wait_for(lambda s: self.idle(s.rstrip("\n")), what="the first prompt")
+        self.wchan = True
+        self.wait_for(lambda s: s.rstrip("\n").endswith("\n>>> "), what="the first prompt")
+        deadline = time.time() + 5
+        while not self.reading() and time.time() < deadline:
+            time.sleep(0.1)
+        # Without a readable /proc/PID/wchan, "waiting at the prompt" is a screen that stays still.
+        self.wchan = self.reading()
 
     def tmux(self, *a):
         return subprocess.run(["tmux", "-L", self.sock, *a], check=True, capture_output=True, text=True).stdout
@@ -57,6 +63,10 @@ class Tmux:
     def reading(self):
         """True while tern chat waits in a terminal read (at its prompt): the
         reply's own text may hold lines that look like the prompt."""
+        if not getattr(self, "wchan", True):
+            before = self.screen()
+            time.sleep(1.5)
+            return self.screen() == before
         pid = self.tmux("display-message", "-p", "-t", "chat", "#{pane_pid}").strip()
         try:
             with open(f"/proc/{pid}/wchan") as f:
