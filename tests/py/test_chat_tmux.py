@@ -180,7 +180,8 @@ def test_ctrl_c_stops_the_reply_not_the_program(chat):
     t = chat("--max-tokens", "3000")
     t.line("Write a long Python module with many classes.")
     # Wait until the reply is visibly streaming, then interrupt it.
-    t.wait_for(lambda s: len(s.split(">>> Write a long", 1)[-1].strip()) > 40, what="streamed text")
+    t.wait_for(lambda s: ">>> Write a long" in s and len(s.split(">>> Write a long", 1)[1].strip()) > 80,
+               what="streamed text")
     t.keys("C-c")
     t.wait_for(lambda s: "[stopped]" in s and t.idle(s.rstrip("\n")), what="[stopped]", timeout=60)
     assert not t.dead()
@@ -188,7 +189,8 @@ def test_ctrl_c_stops_the_reply_not_the_program(chat):
     t.line("/reset")
     t.wait_for(lambda s: "[conversation cleared]" in s, what="/reset after the stop")
     t.line("Write another long Python module.")
-    t.wait_for(lambda s: len(s.split(">>> Write another", 1)[-1].strip()) > 40, what="the second reply")
+    t.wait_for(lambda s: ">>> Write another" in s and len(s.split(">>> Write another", 1)[1].strip()) > 80,
+               what="the second reply")
     t.keys("C-c")
     t.wait_for(lambda s: s.count("[stopped]") == 2 and t.idle(s.rstrip("\n")), what="the second [stopped]")
     # Ctrl-C at the prompt: a hint first, the second one quits.
