@@ -14,10 +14,17 @@
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
 #   make test       build and run the unit tests (prints "N passed, N failed")
+#   make fuzz       libFuzzer targets (tests/fuzz/fuzz_*.c, clang, ASan+UBSan) into build-fuzz/fuzz/
 
 CC      ?= gcc
 SAN     ?= 0
-ifeq ($(SAN),1)
+FUZZ    ?= 0
+ifeq ($(FUZZ),1)
+  CC      := clang
+  B       := build-fuzz
+  OPT     := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDSAN   := -fsanitize=fuzzer,address,undefined
+else ifeq ($(SAN),1)
   B       := build-san
   OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDSAN   := -fsanitize=address,undefined
@@ -27,9 +34,15 @@ else
   LDSAN   :=
 endif
 
-WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+ifneq ($(FUZZ),1)
+  WARN  += -Wno-format-truncation
+endif
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Iinclude -Isrc -pthread -fPIC
 LIBS    := -lm -lpthread -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd
+# Fuzz targets link the Debian libraries statically, so that the binaries run
+# on any x86-64 Linux machine (for long runs elsewhere).
+FUZZ_LIBS := -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -Wl,-Bdynamic -lm -lpthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
@@ -60,10 +73,17 @@ CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
 
+ifeq ($(FUZZ),1)
+  # The fuzz targets reach the loaders, the text layer and the request parser only.
+  LIB_SRC := $(filter src/core/% src/io/% src/text/% src/server/request.c src/server/anthropic.c \
+               src/server/json_out.c src/server/reply.c src/engine/sampler%.c src/engine/prng.c,$(LIB_SRC))
+endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(B)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/fuzz/%)
 WEB_SRC  := $(sort $(wildcard src/server/web/*.html))
 WEB_OBJ  := $(WEB_SRC:src/server/web/%.html=$(B)/obj/gen/web_%.o)
 
@@ -128,18 +148,30 @@ $(B)/obj/gen/web_%.o: $(B)/gen/web_%.c
 	@echo "  CC  $@"
 	@$(CC) $(CFLAGS_BASE) -c -o $@ $<
 
+ifeq ($(FUZZ),1)
+build-fuzz/fuzz/%: tests/fuzz/%.c $(B)/libtern.a
+	@mkdir -p $(dir $@)
+	@echo "  CC  $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $< $(B)/libtern.a $(FUZZ_LIBS) $(LDSAN)
+
+fuzz-targets: $(FUZZ_BIN)
+else
+fuzz:
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-targets
+endif
+
 test: all
 	@scripts/run_unit_tests.sh $(B)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 ifeq ($(CUDA)$(SAN),11)
 -include $(shell find build/obj/src/backend/cuda -name '*.d' 2>/dev/null)
 endif
 
-.PHONY: all test clean
+.PHONY: all test clean fuzz fuzz-targets
 .SECONDARY:
 
 # Installing libtern for other programs: the static and shared library, the

@@ -2,7 +2,8 @@
 # Sets up, builds and runs the whole test suite: the unit tests (release build
 # and an ASan/UBSan build), the CUDA op harness (skips without a GPU), then the Python tests (pytest) that drive the tern
 # binary against goldens made by the reference implementations, once with the
-# release binary and once with the ASan/UBSan one.
+# release binary and once with the ASan/UBSan one; then each libFuzzer target
+# for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS per target, default 20).
 # The last line is "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,8 @@ pytest_pass() { # BIN: the whole Python suite against one tern binary
 echo "== python tests (release)"; pytest_pass "$PWD/build/tern"
 echo "== python tests (ASan/UBSan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 pytest_pass "$PWD/build-san/tern"
+echo "== fuzz targets (libFuzzer, ASan/UBSan, ${FUZZ_SECONDS:-20} s each)"
+bash scripts/fuzz.sh --time "${FUZZ_SECONDS:-20}" | tee "$log"; count "$log"
 rm -f "$log"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

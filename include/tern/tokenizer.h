@@ -26,6 +26,9 @@ tern_status tern_tokenizer_load(const char *dir, tern_tokenizer **out);
  * (config_path may be NULL). Both borrowed. */
 tern_status tern_tokenizer_load_files(const char *json_path, const char *config_path,
                                       tern_tokenizer **out);
+/* Same from tokenizer.json text json[0, len) (borrowed, need not be
+ * NUL-terminated), without a tokenizer_config.json. */
+tern_status tern_tokenizer_load_json(const char *json, size_t len, tern_tokenizer **out);
 void tern_tokenizer_free(tern_tokenizer *t);
 
 /* text: borrowed, len bytes of valid UTF-8 (invalid UTF-8 is refused with

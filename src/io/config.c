@@ -1,6 +1,7 @@
 #include "io/config.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,8 @@ static tern_status parse_rope(const cfg_src *c, tern_model_config *cfg)
     if ((st = get_num(c->path, c->root, "partial_rotary_factor", 1.0, &r->partial_rotary_factor))) return st;
     if (src && json_object_get(src, "partial_rotary_factor"))
         if ((st = get_num(c->path, src, "partial_rotary_factor", 1.0, &r->partial_rotary_factor))) return st;
+    if (!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
+        return tern_error(TERN_E_FORMAT, "%s: partial_rotary_factor must be in (0, 1]", c->path);
     const char *type = "default";
     if (src) {
         json_t *t = json_object_get(src, "rope_type");
@@ -96,6 +99,9 @@ static tern_status parse_rope(const cfg_src *c, tern_model_config *cfg)
     if (r->factor <= 0) return tern_error(TERN_E_FORMAT, "%s: rope factor must be positive", c->path);
     double omp;
     if ((st = get_num(c->path, src, "original_max_position_embeddings", cfg->max_pos, &omp))) return st;
+    if (json_object_get(src, "original_max_position_embeddings") && !(omp >= 1 && omp <= INT_MAX))
+        return tern_error(TERN_E_FORMAT, "%s: original_max_position_embeddings must be a positive integer",
+                          c->path);
     r->original_max_pos = (int)omp;
     if (r->type == TERN_ROPE_LLAMA3) {
         if ((st = get_num(c->path, src, "low_freq_factor", 1.0, &r->low_freq_factor))) return st;
@@ -201,6 +207,10 @@ static tern_status parse(const cfg_src *c, json_t *top, tern_model_config *cfg)
     if ((st = get_int(c, "head_dim", 0, cfg->hidden / cfg->n_heads, &cfg->head_dim))) return st;
     if (cfg->head_dim <= 0 || cfg->head_dim % 2)
         return tern_error(TERN_E_FORMAT, "%s: head_dim %d must be positive and even", c->path, cfg->head_dim);
+    /* Bounded so that the rope tables and per-head buffers stay small. */
+    if (cfg->head_dim > 4096 || cfg->n_heads > 65536 || cfg->ffn > (1 << 24))
+        return tern_error(TERN_E_RANGE, "%s: implausibly large config (head_dim %d, %d heads, intermediate_size %d)",
+                          c->path, cfg->head_dim, cfg->n_heads, cfg->ffn);
     double eps;
     if ((st = get_num(c->path, c->root, "rms_norm_eps", 1e-6, &eps))) return st;
     cfg->rms_eps = (float)eps;
@@ -217,6 +227,21 @@ static tern_status parse(const cfg_src *c, json_t *top, tern_model_config *cfg)
     return tern_rope_init(cfg);
 }
 
+static tern_status parse_top(json_t *top, const char *path, tern_model_config *cfg)
+{
+    if (!json_is_object(top)) {
+        json_decref(top);
+        return tern_error(TERN_E_FORMAT, "%s: not a JSON object", path);
+    }
+    json_t *tc = json_object_get(top, "text_config");
+    cfg_src c = {path, json_is_object(tc) ? tc : top};
+    tern_status st = tern_quant_config_parse(path, top, &cfg->quant);
+    if (!st) st = parse(&c, top, cfg);
+    json_decref(top);
+    if (st) tern_config_clear(cfg);
+    return st;
+}
+
 tern_status tern_config_load(const char *dir, tern_model_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -229,17 +254,17 @@ tern_status tern_config_load(const char *dir, tern_model_config *cfg)
             return tern_error(TERN_E_IO, "%s: cannot open", path);
         return tern_error(TERN_E_FORMAT, "%s: not valid JSON (%s, line %d)", path, jerr.text, jerr.line);
     }
-    if (!json_is_object(top)) {
-        json_decref(top);
-        return tern_error(TERN_E_FORMAT, "%s: not a JSON object", path);
-    }
-    json_t *tc = json_object_get(top, "text_config");
-    cfg_src c = {path, json_is_object(tc) ? tc : top};
-    tern_status st = tern_quant_config_parse(path, top, &cfg->quant);
-    if (!st) st = parse(&c, top, cfg);
-    json_decref(top);
-    if (st) tern_config_clear(cfg);
-    return st;
+    return parse_top(top, path, cfg);
+}
+
+tern_status tern_config_parse(const char *json, size_t len, const char *name, tern_model_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (!name) name = "config.json";
+    json_error_t jerr;
+    json_t *top = json_loadb(json, len, 0, &jerr);
+    if (!top) return tern_error(TERN_E_FORMAT, "%s: not valid JSON (%s, line %d)", name, jerr.text, jerr.line);
+    return parse_top(top, name, cfg);
 }
 
 void tern_config_clear(tern_model_config *cfg)

@@ -8,6 +8,7 @@
 #ifndef TERN_IO_CONFIG_H
 #define TERN_IO_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "io/quant_config.h"
@@ -67,6 +68,9 @@ typedef struct {
  * tern_config_clear). Unknown model_type or rope type is TERN_E_UNSUPPORTED;
  * missing or mistyped fields are TERN_E_FORMAT, naming the file and field. */
 tern_status tern_config_load(const char *dir, tern_model_config *cfg);
+/* Same from config.json text json[0, len) (borrowed); name (borrowed, may be
+ * NULL) stands for the file in messages. */
+tern_status tern_config_parse(const char *json, size_t len, const char *name, tern_model_config *cfg);
 void tern_config_clear(tern_model_config *cfg);
 
 /* Derives inv_freq / rope_attn_factor from cfg->rope (rope.c). */

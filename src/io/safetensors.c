@@ -16,8 +16,9 @@ enum { MAX_HEADER = 256 << 20, MAX_SHARDS = 4096 };
 
 typedef struct {
     char *path;
-    void *map;
+    void *map;      /* owned mapping, or borrowed bytes when !mapped */
     size_t size;
+    int mapped;
 } shard;
 
 struct tern_tensor_set {
@@ -110,8 +111,9 @@ static tern_status parse_entry(const char *path, const char *name, json_t *v, co
     return TERN_OK;
 }
 
-/* Maps path and appends its tensors (all of them, or only those the index
- * assigns to it when filter_index is given). */
+static tern_status parse_shard(tern_tensor_set *s, shard *sh, const char *path);
+
+/* Maps path and appends its tensors. */
 static tern_status load_shard(tern_tensor_set *s, const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -133,10 +135,20 @@ static tern_status load_shard(tern_tensor_set *s, const char *path)
     shard *sh = &s->shards[s->n_shards++];
     sh->map = map;
     sh->size = size;
+    sh->mapped = 1;
+    return parse_shard(s, sh, path);
+}
+
+/* Reads the header of a shard whose bytes are sh->map[0, sh->size) and
+ * appends its tensors. */
+static tern_status parse_shard(tern_tensor_set *s, shard *sh, const char *path)
+{
+    size_t size = sh->size;
     sh->path = strdup(path);
     if (!sh->path) return tern_error(TERN_E_NOMEM, "out of memory");
-
-    const uint8_t *p = map;
+    if (size < 8)
+        return tern_error(TERN_E_FORMAT, "%s: %zu bytes, too short for a safetensors header", path, size);
+    const uint8_t *p = sh->map;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i];
     if (hlen > size - 8)
@@ -211,6 +223,20 @@ tern_status tern_tensors_open_file(const char *path, tern_tensor_set **out)
     return TERN_OK;
 }
 
+tern_status tern_tensors_open_memory(const void *bytes, size_t len, const char *name, tern_tensor_set **out)
+{
+    *out = NULL;
+    tern_tensor_set *s;
+    tern_status st = set_new(1, &s);
+    if (st) return st;
+    shard *sh = &s->shards[s->n_shards++];
+    sh->map = (void *)bytes;
+    sh->size = len;
+    if ((st = parse_shard(s, sh, name ? name : "(memory)"))) { tern_tensors_close(s); return st; }
+    *out = s;
+    return TERN_OK;
+}
+
 static tern_status open_index(const char *dir, const char *index_path, tern_tensor_set **out)
 {
     json_error_t jerr;
@@ -280,7 +306,7 @@ void tern_tensors_close(tern_tensor_set *s)
 {
     if (!s) return;
     for (int i = 0; i < s->n_shards; i++) {
-        if (s->shards[i].map) munmap(s->shards[i].map, s->shards[i].size);
+        if (s->shards[i].map && s->shards[i].mapped) munmap(s->shards[i].map, s->shards[i].size);
         free(s->shards[i].path);
     }
     for (int i = 0; i < s->n; i++) free(s->names[i]);

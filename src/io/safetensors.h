@@ -39,6 +39,9 @@ typedef struct tern_tensor_set tern_tensor_set;
 tern_status tern_tensors_open_dir(const char *dir, tern_tensor_set **out);
 /* Opens one .safetensors file. */
 tern_status tern_tensors_open_file(const char *path, tern_tensor_set **out);
+/* Reads a safetensors file image held in memory: bytes[0, len) is borrowed
+ * and must outlive the set; name (borrowed) stands for the file in messages. */
+tern_status tern_tensors_open_memory(const void *bytes, size_t len, const char *name, tern_tensor_set **out);
 void tern_tensors_close(tern_tensor_set *s);
 
 /* Returns the tensor (borrowed) or NULL. */

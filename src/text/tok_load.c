@@ -186,14 +186,14 @@ static tern_status load_config(tern_tokenizer *t, const char *path)
     return TERN_OK;
 }
 
-static tern_status load_json(tern_tokenizer *t, const char *path)
+/* Builds t from tokenizer.json text[0, len) (borrowed). */
+static tern_status parse_json(tern_tokenizer *t, const char *text, size_t len)
 {
-    char *text = NULL, *rest = NULL;
-    size_t len = 0, rlen = 0;
+    char *rest = NULL;
+    size_t rlen = 0;
     tok_spans sp;
     json_t *root = NULL;
-    tern_status st = map_file(path, &text, &len);
-    if (st) return st;
+    tern_status st;
     if ((st = tok_fast_find(text, len, &sp))) goto done;
     if (sp.found_vocab && sp.found_merges) {
         int vfirst = sp.vocab_b < sp.merges_b;
@@ -223,20 +223,52 @@ static tern_status load_json(tern_tokenizer *t, const char *path)
 done:
     json_decref(root);
     free(rest);
+    return st;
+}
+
+static tern_status load_json(tern_tokenizer *t, const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    tern_status st = map_file(path, &text, &len);
+    if (st) return st;
+    st = parse_json(t, text, len);
     munmap(text, len);
     return st;
+}
+
+static tern_tokenizer *tok_new(void)
+{
+    tern_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->bos_id = t->eos_id = t->unk_id = -1;
+    t->add_bos = -1;
+    int len;
+    tok_bytelevel_char(0, &len);  /* builds the shared byte map before any thread uses it */
+    return t;
+}
+
+tern_status tern_tokenizer_load_json(const char *json, size_t len, tern_tokenizer **out)
+{
+    if (!json || !out) return tern_error(TERN_E_INVALID, "tokenizer_load_json: bad argument");
+    *out = NULL;
+    tern_tokenizer *t = tok_new();
+    if (!t) return tern_error(TERN_E_NOMEM, "tokenizer: out of memory");
+    tern_status st = parse_json(t, json, len);
+    if (st) {
+        tern_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return TERN_OK;
 }
 
 tern_status tern_tokenizer_load_files(const char *json_path, const char *config_path, tern_tokenizer **out)
 {
     if (!json_path || !out) return tern_error(TERN_E_INVALID, "tokenizer_load: bad argument");
     *out = NULL;
-    tern_tokenizer *t = calloc(1, sizeof *t);
+    tern_tokenizer *t = tok_new();
     if (!t) return tern_error(TERN_E_NOMEM, "tokenizer: out of memory");
-    t->bos_id = t->eos_id = t->unk_id = -1;
-    t->add_bos = -1;
-    int len;
-    tok_bytelevel_char(0, &len);  /* builds the shared byte map before any thread uses it */
     tern_status st = load_json(t, json_path);
     if (!st && config_path) st = load_config(t, config_path);
     if (st) {

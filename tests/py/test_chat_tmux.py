@@ -24,7 +24,13 @@ class Tmux:
         cmd = " ".join([str(TERN), "chat", "--model", str(MODEL), *args])
         self.tmux("new-session", "-d", "-x", "220", "-y", "50", "-s", "chat", cmd)
         self.tmux("set-option", "-t", "chat", "remain-on-exit", "on")
-        self.wait_for(lambda s: self.idle(s.rstrip("\n")), what="the first prompt")
+        self.wchan = True
+        self.wait_for(lambda s: s.rstrip("\n").endswith("\n>>> "), what="the first prompt")
+        deadline = time.time() + 5
+        while not self.reading() and time.time() < deadline:
+            time.sleep(0.1)
+        # Without a readable /proc/PID/wchan, "waiting at the prompt" is a screen that stays still.
+        self.wchan = self.reading()
 
     def tmux(self, *a):
         return subprocess.run(["tmux", "-L", self.sock, *a], check=True, capture_output=True, text=True).stdout
@@ -57,6 +63,10 @@ class Tmux:
     def reading(self):
         """True while tern chat waits in a terminal read (at its prompt): the
         reply's own text may hold lines that look like the prompt."""
+        if not getattr(self, "wchan", True):
+            before = self.screen()
+            time.sleep(1.5)
+            return self.screen() == before
         pid = self.tmux("display-message", "-p", "-t", "chat", "#{pane_pid}").strip()
         try:
             with open(f"/proc/{pid}/wchan") as f:
@@ -170,7 +180,8 @@ def test_ctrl_c_stops_the_reply_not_the_program(chat):
     t = chat("--max-tokens", "3000")
     t.line("Write a long Python module with many classes.")
     # Wait until the reply is visibly streaming, then interrupt it.
-    t.wait_for(lambda s: len(s.split(">>> Write a long", 1)[-1].strip()) > 40, what="streamed text")
+    t.wait_for(lambda s: ">>> Write a long" in s and len(s.split(">>> Write a long", 1)[1].strip()) > 80,
+               what="streamed text")
     t.keys("C-c")
     t.wait_for(lambda s: "[stopped]" in s and t.idle(s.rstrip("\n")), what="[stopped]", timeout=60)
     assert not t.dead()
@@ -178,7 +189,8 @@ def test_ctrl_c_stops_the_reply_not_the_program(chat):
     t.line("/reset")
     t.wait_for(lambda s: "[conversation cleared]" in s, what="/reset after the stop")
     t.line("Write another long Python module.")
-    t.wait_for(lambda s: len(s.split(">>> Write another", 1)[-1].strip()) > 40, what="the second reply")
+    t.wait_for(lambda s: ">>> Write another" in s and len(s.split(">>> Write another", 1)[1].strip()) > 80,
+               what="the second reply")
     t.keys("C-c")
     t.wait_for(lambda s: s.count("[stopped]") == 2 and t.idle(s.rstrip("\n")), what="the second [stopped]")
     # Ctrl-C at the prompt: a hint first, the second one quits.

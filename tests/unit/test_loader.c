@@ -169,6 +169,25 @@ int main(void)
     write_file(d, "config.json", cfg_rope, strlen(cfg_rope));
     expect_fail(d, TERN_E_UNSUPPORTED, "rope type 'longrope'", NULL);
 
+    /* Numbers outside int range are refused, not converted (found by the config fuzz target). */
+    d = case_dir("rope_omp");
+    const char *cfg_omp = "{\"model_type\":\"llama\",\"hidden_size\":4,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                          "\"intermediate_size\":8,\"vocab_size\":8,\"rope_scaling\":{\"type\":\"llama3\","
+                          "\"original_max_position_embeddings\":222222222222249}}";
+    write_file(d, "config.json", cfg_omp, strlen(cfg_omp));
+    expect_fail(d, TERN_E_FORMAT, "original_max_position_embeddings", "positive integer");
+    /* A huge head_dim is refused before rope tables are built for it (a fuzz-target timeout). */
+    d = case_dir("head_dim");
+    const char *cfg_hd = "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                         "\"intermediate_size\":8,\"vocab_size\":8,\"head_dim\":255050564}";
+    write_file(d, "config.json", cfg_hd, strlen(cfg_hd));
+    expect_fail(d, TERN_E_RANGE, "implausibly large", "head_dim 255050564");
+    d = case_dir("rope_prf");
+    const char *cfg_prf = "{\"model_type\":\"llama\",\"hidden_size\":4,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                          "\"intermediate_size\":8,\"vocab_size\":8,\"partial_rotary_factor\":1e300}";
+    write_file(d, "config.json", cfg_prf, strlen(cfg_prf));
+    expect_fail(d, TERN_E_FORMAT, "partial_rotary_factor", "(0, 1]");
+
     d = case_dir("noconfig");
     expect_fail(d, TERN_E_IO, "no config.json", NULL);
 
