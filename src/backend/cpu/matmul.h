@@ -72,6 +72,12 @@ enum { TERN_MM_MAX_OUTS = 8 };
 tern_status tern_cpu_matmul_multi(tern_pool *pool, tern_act_mode mode, const float *x, int M,
                                   int K, const tern_mm_out *outs, int n_outs);
 
+/* y[m * ldy + n] = x[m, :] . w[n, :] for float32 x [M, K] and row-major
+ * float32 w [N, K], on the calling thread, straight into a strided y: the
+ * kernel tern_cpu_matmul runs for the same arguments, without its planning
+ * (attention's score products, one per KV block). */
+void tern_cpu_matmul_f32_rows(const float *x, int M, int K, const float *w, int N, float *y, long ldy);
+
 /* The scalar reference every fast kernel is tested against (single thread). */
 void tern_cpu_matmul_ref(tern_act_mode mode, const float *x, int M, int K, const void *w,
                          tern_dtype wdt, int N, float *y);
