@@ -284,6 +284,8 @@ static void ema(double *v, double x)
     *v = *v > 0 ? 0.8 * *v + 0.2 * x : x;
 }
 
+enum { SPEC_MAX_ROWS = 4 };
+
 typedef struct {
     eng_row *w;
     double p;       /* chance the k-th draft token of w is kept */
@@ -305,6 +307,14 @@ static int more_likely(const void *a, const void *b)
  * measured, spec_budget tokens are shared evenly. */
 static void plan_drafts(tern_engine *e, int decoding)
 {
+    /* Measured (docs/BENCHMARKS.md): past SPEC_MAX_ROWS decoding rows the
+     * verify windows cost more than they save on this class of machine, so
+     * the batch decodes plainly. */
+    if (decoding > SPEC_MAX_ROWS) {
+        for (int i = 0; i < e->n_active; i++)
+            for (int c = 0; c < e->active[i]->n; c++) e->active[i]->rows[c].depth = 0;
+        return;
+    }
     int n_slots = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
     draft_slot *slots = cap > 0 ? malloc((size_t)cap * sizeof *slots) : NULL;
     for (int i = 0; i < e->n_active; i++) {
