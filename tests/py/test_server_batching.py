@@ -225,3 +225,42 @@ def test_speculation_is_lossless():
     finally:
         assert spec.stop() == 0
         assert plain.stop() == 0
+
+
+def test_prompt_cache_isolation_under_concurrency(srv):
+    """32 concurrent clients over 8 long prefixes in random order: every reply
+    equals its reference from a server without a prompt cache."""
+    import random
+    rng = random.Random(8)
+    prefixes = ["".join(f"def p{k}_{i}(x):\n    return x + {k * 100 + i}\n\n" for i in range(14)) for k in range(8)]
+    bodies = []
+    for q in range(32):
+        k = rng.randrange(8)
+        b = {"prompt": prefixes[k] + f"# request {q}\ndef main():", "max_tokens": 10, "logit_bias": {"8187": -100}}
+        if q % 2:
+            b.update(temperature=0.7, seed=q)
+        bodies.append(b)
+    cold = Server("--prompt-cache-bytes", "0")
+    try:
+        refs = [cold.post("/v1/completions", b)[1]["choices"][0]["text"] for b in bodies]
+    finally:
+        assert cold.stop() == 0
+    got = [None] * 32
+    order = list(range(32))
+    rng.shuffle(order)
+
+    def run(q):
+        got[q] = srv.post("/v1/completions", bodies[q])
+
+    ts = [threading.Thread(target=run, args=(q,)) for q in order]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    hits = 0
+    for q in range(32):
+        status, r = got[q]
+        assert status == 200, r
+        assert r["choices"][0]["text"] == refs[q], q
+        hits += r["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    assert hits >= 8
