@@ -13,7 +13,6 @@
 const double tern_engine_hist_bounds[14] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05,
                                             0.1,   0.2,   0.5,   1.0,  2.0,  5.0,  1e300};
 
-enum { MAX_TOP_LOGPROBS = 20 };
 
 void tern_engine_opts_default(tern_engine_opts *o)
 {
@@ -57,27 +56,18 @@ static void *engine_main(void *arg);
 tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern_engine **out)
 {
     *out = NULL;
-    tern_engine_opts o;
-    tern_engine_opts_default(&o);
-    if (opts) {
-        if (opts->max_batch) o.max_batch = opts->max_batch;
-        if (opts->prefill_step) o.prefill_step = opts->prefill_step;
-        if (opts->prefill_interleave) o.prefill_interleave = opts->prefill_interleave;
-        if (opts->queue_size) o.queue_size = opts->queue_size;
-        o.memory_budget = opts->memory_budget;
-        o.kv_tokens = opts->kv_tokens;
-        o.max_context = opts->max_context;
-        o.prompt_cache_bytes = opts->prompt_cache_bytes;
-        o.no_prompt_cache = opts->no_prompt_cache;
-        o.prompt_cache_dir = opts->prompt_cache_dir;
-        o.prompt_cache_disk_bytes = opts->prompt_cache_disk_bytes;
-        o.prompt_cache_namespace = opts->prompt_cache_namespace;
-        o.draft_kind = opts->draft_kind;
-        if (opts->num_draft_tokens) o.num_draft_tokens = opts->num_draft_tokens;
-        if (opts->ngram_min) o.ngram_min = opts->ngram_min;
-        if (opts->ngram_max) o.ngram_max = opts->ngram_max;
-        if (opts->spec_budget) o.spec_budget = opts->spec_budget;
-    }
+    /* The caller's options, with every field it left 0 at its default. */
+    tern_engine_opts o, d;
+    tern_engine_opts_default(&d);
+    o = opts ? *opts : d;
+    if (!o.max_batch) o.max_batch = d.max_batch;
+    if (!o.prefill_step) o.prefill_step = d.prefill_step;
+    if (!o.prefill_interleave) o.prefill_interleave = d.prefill_interleave;
+    if (!o.queue_size) o.queue_size = d.queue_size;
+    if (!o.num_draft_tokens) o.num_draft_tokens = d.num_draft_tokens;
+    if (!o.ngram_min) o.ngram_min = d.ngram_min;
+    if (!o.ngram_max) o.ngram_max = d.ngram_max;
+    if (!o.spec_budget) o.spec_budget = d.spec_budget;
     if (o.max_batch < 1 || o.max_batch > 1024) return tern_error(TERN_E_RANGE, "engine: max_batch %d out of [1, 1024]", o.max_batch);
     if (o.prefill_step < 1 || o.prefill_interleave < 1) return tern_error(TERN_E_RANGE, "engine: bad prefill step");
     if (o.queue_size < 1) return tern_error(TERN_E_RANGE, "engine: bad queue size");
@@ -345,8 +335,8 @@ tern_status tern_engine_submit(tern_engine *e, const int32_t *prompt, int n_prom
     if (o.n <= 0) o.n = 1;
     if (n_prompt <= 0 || !prompt) return tern_error(TERN_E_INVALID, "the prompt is empty");
     if (o.max_tokens <= 0) return tern_error(TERN_E_INVALID, "max_tokens must be positive");
-    if (o.top_logprobs < 0 || o.top_logprobs > MAX_TOP_LOGPROBS)
-        return tern_error(TERN_E_RANGE, "top_logprobs must be in [0, %d]", MAX_TOP_LOGPROBS);
+    if (o.top_logprobs < 0 || o.top_logprobs > ENG_MAX_TOP)
+        return tern_error(TERN_E_RANGE, "top_logprobs must be in [0, %d]", ENG_MAX_TOP);
     if (o.n > e->o.max_batch)
         return tern_error(TERN_E_RANGE, "n = %d choices exceed the batch of %d rows (--max-batch)", o.n, e->o.max_batch);
     tern_status st = tern_sampling_params_validate(&o.sampling);

@@ -97,7 +97,7 @@ struct tern_engine {
     uint8_t *b_want;
     float *logits;             /* [max_batch + TERN_SPEC_POSITIONS, vocab] */
     tern_drafter drafter;
-    int spec_count, n_spec;    /* rows verifying a draft this iteration */
+    int n_spec;                /* rows verifying a draft this iteration */
     eng_row **spec_rows;       /* [max_batch] */
     eng_row **s_rows;          /* rows to sample this iteration */
     int n_s;

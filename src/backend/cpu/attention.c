@@ -34,7 +34,7 @@ typedef struct {
  * head, block after block: s[m, j] for m < M = group*nq. The product is
  * row- and column-independent (matmul.h), so a score is the same whatever
  * block it falls in. */
-static tern_status scores(const tern_kv_view *kv, int kvh, const float *qb, int M, int hd, int klen, float *s)
+static void scores(const tern_kv_view *kv, int kvh, const float *qb, int M, int hd, int klen, float *s)
 {
     int bt = kv->block_tokens;
     for (int b0 = 0; b0 < klen; b0 += bt) {
@@ -42,7 +42,6 @@ static tern_status scores(const tern_kv_view *kv, int kvh, const float *qb, int 
         const float *K = kv->k + kv->table[b0 / bt] * kv->block_stride + kvh * kv->head_stride;
         tern_cpu_matmul_f32_rows(qb, M, hd, K, n, s + b0, klen);
     }
-    return TERN_OK;
 }
 
 static void attn_task(void *arg, int task)
@@ -68,29 +67,26 @@ static void attn_task(void *arg, int task)
         for (int t = 0; t < nq; t++)
             memcpy(qb + ((long)g * nq + t) * hd, r->q + ((long)(q0 + t) * j->n_heads + kvh * group + g) * hd,
                    (size_t)hd * sizeof *qb);
-    if (scores(&r->kv, kvh, qb, M, hd, klen, s) != TERN_OK) {
-        j->failed = 1;
-    } else {
-        int lens[Q_BLOCK], rel[Q_BLOCK];
-        for (int t = 0; t < nq; t++) lens[t] = base + q0 + t + 1;
-        for (int g = 0; g < group; g++) {
+    scores(&r->kv, kvh, qb, M, hd, klen, s);
+    int lens[Q_BLOCK], rel[Q_BLOCK];
+    for (int t = 0; t < nq; t++) lens[t] = base + q0 + t + 1;
+    for (int g = 0; g < group; g++) {
+        for (int t = 0; t < nq; t++) {
+            float *p = s + ((long)g * nq + t) * klen;
+            for (int i = 0; i < lens[t]; i++) p[i] *= j->scale;
+            tern_cpu_softmax(p, lens[t]);
+        }
+        /* The group's heads are interleaved in out: head g of query t
+         * sits at out[(q0+t)*n_heads + kvh*group + g]. The values are
+         * summed block after block in key order. */
+        float *o = r->out + ((long)q0 * j->n_heads + kvh * group + g) * hd;
+        for (int b0 = 0; b0 < klen; b0 += bt) {
             for (int t = 0; t < nq; t++) {
-                float *p = s + ((long)g * nq + t) * klen;
-                for (int i = 0; i < lens[t]; i++) p[i] *= j->scale;
-                tern_cpu_softmax(p, lens[t]);
+                int v = lens[t] - b0;
+                rel[t] = v < 0 ? 0 : v > bt ? bt : v;
             }
-            /* The group's heads are interleaved in out: head g of query t
-             * sits at out[(q0+t)*n_heads + kvh*group + g]. The values are
-             * summed block after block in key order. */
-            float *o = r->out + ((long)q0 * j->n_heads + kvh * group + g) * hd;
-            for (int b0 = 0; b0 < klen; b0 += bt) {
-                for (int t = 0; t < nq; t++) {
-                    int v = lens[t] - b0;
-                    rel[t] = v < 0 ? 0 : v > bt ? bt : v;
-                }
-                const float *V = r->kv.v + r->kv.table[b0 / bt] * r->kv.block_stride + kvh * r->kv.head_stride;
-                tern_attn_pv(s + (long)g * nq * klen + b0, klen, rel, nq, V, hd, o, (long)j->n_heads * hd, b0 > 0);
-            }
+            const float *V = r->kv.v + r->kv.table[b0 / bt] * r->kv.block_stride + kvh * r->kv.head_stride;
+            tern_attn_pv(s + (long)g * nq * klen + b0, klen, rel, nq, V, hd, o, (long)j->n_heads * hd, b0 > 0);
         }
     }
     free(qb);
