@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "tern/exec.h"
 #include "tern/status.h"
 
 typedef struct tern_model tern_model;
@@ -30,9 +31,11 @@ typedef enum {
 } tern_weights_mode;
 
 typedef struct {
-    int n_threads;      /* compute threads; 0 = all online cores */
+    int n_threads;      /* compute threads; 0 = all online cores (ignored with exec) */
     tern_precision precision;
     tern_weights_mode weights;
+    tern_exec *exec;    /* borrowed: run on this context (it must outlive the model);
+                           NULL = the model makes and owns its own */
 } tern_model_opts;
 
 /* path (borrowed): a model directory (config.json + safetensors), a Hugging

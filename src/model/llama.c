@@ -16,13 +16,14 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
+#include "core/exec.h"
 #include "core/failpoint.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
-/* Activation buffers for up to cap tokens, reused across passes. */
-typedef struct tern_fwd_ws {
-    int cap;               /* tokens the buffers hold */
+/* Activation buffers of one pass, laid out in the execution context's
+ * workspace (shared with any other model on the same context). */
+typedef struct {
     int T;                 /* new tokens in the current batch */
     int *pos;              /* [T] absolute position of each token */
     float *rope;           /* [T, rope_dim] cos and sin per token, shared by all layers */
@@ -37,73 +38,62 @@ typedef struct tern_fwd_ws {
     float *gx;             /* moe: [T, H] gathered inputs */
 } scratch;
 
-void tern_fwd_ws_free(scratch *s)
+/* Places a buffer of n elements of size es at *off in base (NULL base: only
+ * counts); every buffer starts on a 64-byte boundary. */
+static void *carve(char *base, size_t *off, size_t n, size_t es)
 {
-    if (!s) return;
-    free(s->pos); free(s->rope); free(s->x); free(s->h); free(s->q); free(s->k); free(s->v); free(s->att);
-    free(s->g); free(s->u); free(s->moe_y); free(s->router); free(s->sel); free(s->sel_w);
-    free(s->gather); free(s->gx);
-    free(s);
+    void *p = base ? base + *off : NULL;
+    *off += (n * es + 63) & ~(size_t)63;
+    return p;
 }
 
-static tern_status ws_alloc(const tern_model_config *c, int T, scratch **out)
+/* Lays the buffers for T tokens out from base; returns the bytes they take. */
+static size_t ws_layout(const tern_model_config *c, int T, char *base, scratch *s)
 {
-    scratch *s = tern_fp_calloc(TERN_FAILPOINT_WORKSPACE, 1, sizeof *s);
-    if (!s) return tern_error(TERN_E_NOMEM, "forward: out of memory");
     size_t t = (size_t)T, H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t f = (size_t)c->ffn > (size_t)c->moe_ffn ? (size_t)c->ffn : (size_t)c->moe_ffn;
-    s->cap = T;
-    s->pos = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * sizeof *s->pos);
-    s->rope = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * (size_t)c->rope_dim * sizeof(float));
-    s->x = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
-    s->h = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
-    s->q = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * qd * sizeof(float));
-    s->k = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * kvd * sizeof(float));
-    s->v = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * kvd * sizeof(float));
-    s->att = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * qd * sizeof(float));
-    s->g = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * f * sizeof(float));
-    s->u = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * f * sizeof(float));
-    int ok = s->pos && s->rope && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
-    if (ok && c->arch == TERN_ARCH_QWEN3_MOE) {
+    size_t off = 0;
+    memset(s, 0, sizeof *s);
+    s->T = T;
+    s->pos = carve(base, &off, t, sizeof(int));
+    s->rope = carve(base, &off, t * (size_t)c->rope_dim, sizeof(float));
+    s->x = carve(base, &off, t * H, sizeof(float));
+    s->h = carve(base, &off, t * H, sizeof(float));
+    s->q = carve(base, &off, t * qd, sizeof(float));
+    s->k = carve(base, &off, t * kvd, sizeof(float));
+    s->v = carve(base, &off, t * kvd, sizeof(float));
+    s->att = carve(base, &off, t * qd, sizeof(float));
+    s->g = carve(base, &off, t * f, sizeof(float));
+    s->u = carve(base, &off, t * f, sizeof(float));
+    if (c->arch == TERN_ARCH_QWEN3_MOE) {
         /* A token picks distinct experts, so one expert gets at most T rows. */
         size_t k = (size_t)c->n_experts_per_tok;
-        s->moe_y = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * H * sizeof(float));
-        s->router = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * (size_t)c->n_experts * sizeof(float));
-        s->sel = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * sizeof(int));
-        s->sel_w = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * sizeof(float));
-        s->gather = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * sizeof(int));
-        s->gx = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
-        ok = s->moe_y && s->router && s->sel && s->sel_w && s->gather && s->gx;
+        s->moe_y = carve(base, &off, t * k * H, sizeof(float));
+        s->router = carve(base, &off, t * (size_t)c->n_experts, sizeof(float));
+        s->sel = carve(base, &off, t * k, sizeof(int));
+        s->sel_w = carve(base, &off, t * k, sizeof(float));
+        s->gather = carve(base, &off, t, sizeof(int));
+        s->gx = carve(base, &off, t * H, sizeof(float));
     }
-    if (!ok) {
-        tern_fwd_ws_free(s);
-        return tern_error(TERN_E_NOMEM, "forward: out of memory for %d tokens", T);
-    }
-    *out = s;
-    return TERN_OK;
+    return off;
 }
 
-/* Returns the model's workspace grown to hold T tokens (caller holds fwd_lock). */
-static tern_status ws_get(tern_model *m, int T, scratch **out)
+/* The pass's buffers for T tokens in the context's workspace (caller holds
+ * the context's lock). */
+static tern_status ws_get(tern_model *m, int T, scratch *s)
 {
-    if (!m->ws || m->ws->cap < T) {
-        int cap = m->ws && m->ws->cap * 2 > T ? m->ws->cap * 2 : T;
-        scratch *s = NULL;
-        tern_status st = ws_alloc(&m->cfg, cap, &s);
-        if (st) return st;
-        tern_fwd_ws_free(m->ws);
-        m->ws = s;
-    }
-    m->ws->T = T;
-    *out = m->ws;
+    void *base;
+    tern_status st = tern_exec_scratch(m->exec, ws_layout(&m->cfg, T, NULL, s), &base);
+    if (st) return st;
+    ws_layout(&m->cfg, T, base, s);
     return TERN_OK;
 }
 
 static tern_status matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
 {
     tern_mm_out out = {w->data, w->dt, w->rows, y, w->layout};
-    return tern_cpu_matmul_multi(m->pool, m->act_mode, x, M, w->cols, &out, 1);
+    return tern_cpu_matmul_multi(m->exec->pool, m->act_mode, x, M, w->cols, &out, 1);
 }
 
 static tern_status add_bias(float *y, int M, const tern_weight *b)
@@ -121,7 +111,7 @@ static tern_status mlp(tern_model *m, const tern_mlp *w, const float *h, int M, 
 {
     tern_mm_out gu[2] = {{w->gate.data, w->gate.dt, w->gate.rows, g, w->gate.layout},
                          {w->up.data, w->up.dt, w->up.rows, u, w->up.layout}};
-    tern_status st = tern_cpu_matmul_multi(m->pool, m->act_mode, h, M, w->gate.cols, gu, 2);
+    tern_status st = tern_cpu_matmul_multi(m->exec->pool, m->act_mode, h, M, w->gate.cols, gu, 2);
     if (st) return st;
     tern_cpu_silu_mul(g, u, (long)M * w->gate.rows);
     return matmul(m, g, M, &w->down, out);
@@ -224,7 +214,7 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
     tern_mm_out qkv[3] = {{L->wq.data, L->wq.dt, L->wq.rows, s->q, L->wq.layout},
                           {L->wk.data, L->wk.dt, L->wk.rows, s->k, L->wk.layout},
                           {L->wv.data, L->wv.dt, L->wv.rows, s->v, L->wv.layout}};
-    if ((st = tern_cpu_matmul_multi(m->pool, m->act_mode, s->h, T, c->hidden, qkv, 3))) return st;
+    if ((st = tern_cpu_matmul_multi(m->exec->pool, m->act_mode, s->h, T, c->hidden, qkv, 3))) return st;
     if ((st = add_bias(s->q, T, &L->bq)) || (st = add_bias(s->k, T, &L->bk)) || (st = add_bias(s->v, T, &L->bv)))
         return st;
     if (c->qk_norm) {
@@ -253,7 +243,7 @@ static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch 
         }
         t0 += n;
     }
-    st = tern_cpu_attention(m->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
+    st = tern_cpu_attention(m->exec->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
     if (!st) st = matmul(m, s->att, T, &L->wo, s->h);
     if (st) return st;
     tern_cpu_add(s->x, s->h, (long)T * c->hidden);
@@ -297,10 +287,10 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
     if (st || T == 0) return st;
     /* Room for the new tokens first: fallible, but changes nothing visible. */
     if ((st = tern_kv_grow(kv, b->rows, b->n_tokens, b->n_rows))) return st;
-    pthread_mutex_lock(&m->fwd_lock);
-    scratch *s;
-    if ((st = ws_get(m, T, &s))) {
-        pthread_mutex_unlock(&m->fwd_lock);
+    tern_exec_lock(m->exec);
+    scratch ws, *s = &ws;
+    if ((st = ws_get(m, T, s))) {
+        tern_exec_unlock(m->exec);
         return st;
     }
     int t = 0;
@@ -320,6 +310,6 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
      * every row as it was (what it wrote lies past the lengths). */
     if (!st)
         for (int r = 0; r < b->n_rows; r++) tern_kv_advance(kv, b->rows[r], b->n_tokens[r]);
-    pthread_mutex_unlock(&m->fwd_lock);
+    tern_exec_unlock(m->exec);
     return st;
 }

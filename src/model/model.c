@@ -1,5 +1,5 @@
 /* Model loading: resolve the directory, read config.json, map the weights,
- * bind them to the family's layers, start the thread pool. */
+ * bind them to the family's layers, take or make the execution context. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,7 +28,6 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     *out = NULL;
     tern_model *m = calloc(1, sizeof *m);
     if (!m) return tern_error(TERN_E_NOMEM, "out of memory");
-    pthread_mutex_init(&m->fwd_lock, NULL);
     size_t pl = strlen(path);
     tern_status st;
     if (pl > 5 && !strcmp(path + pl - 5, ".gguf")) {
@@ -39,9 +38,12 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
         if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
         if (!st) st = tern_llama_bind_weights(m);
     }
-    int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
-    if (!st) st = tern_pool_create(threads, &m->pool);
+    if (!st && opts && opts->exec) {
+        m->exec = opts->exec;
+    } else if (!st) {
+        st = tern_exec_create(opts ? opts->n_threads : 0, &m->exec);
+        m->own_exec = !st;
+    }
     if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();
@@ -58,9 +60,7 @@ void tern_model_free(tern_model *m)
     if (!m) return;
     for (int l = 0; m->layers && l < m->cfg.n_layers; l++) free(m->layers[l].experts);
     free(m->layers);
-    tern_pool_free(m->pool);
-    tern_fwd_ws_free(m->ws);
-    pthread_mutex_destroy(&m->fwd_lock);
+    if (m->own_exec) tern_exec_free(m->exec);
     if (m->arena) munmap(m->arena, m->arena_bytes);
     tern_tensors_close(m->tensors);
     if (m->gguf) {
@@ -119,9 +119,7 @@ size_t tern_model_kv_bytes_per_token(const tern_model *m)
 
 void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg, int n)
 {
-    pthread_mutex_lock(&m->fwd_lock);
-    tern_pool_run(m->pool, fn, arg, n);
-    pthread_mutex_unlock(&m->fwd_lock);
+    tern_exec_parallel(m->exec, fn, arg, n);
 }
 
 tern_status tern_model_logits(tern_model *m, const int32_t *ids, int n, int all, float *out)

@@ -476,7 +476,7 @@ int main(void)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", check_shared_dir());
-    tern_model_opts mo = {2, TERN_PRECISION_BF16, TERN_WEIGHTS_PANELS};
+    tern_model_opts mo = {.n_threads = 2, .precision = TERN_PRECISION_BF16, .weights = TERN_WEIGHTS_PANELS};
     tern_model *m;
     if (tern_model_load(dir, &mo, &m) != TERN_OK) {
         CHECK_MSG(0, "%s", tern_last_error());

@@ -283,7 +283,7 @@ static void check_malformed(void)
     fwrite(b.p, 1, b.n, f);
     fclose(f);
     tern_model *m = NULL;
-    tern_model_opts mo = {1, TERN_PRECISION_F32, TERN_WEIGHTS_DEFAULT};
+    tern_model_opts mo = {.n_threads = 1, .precision = TERN_PRECISION_F32};
     CHECK(tern_model_load(tmp_path, &mo, &m) == TERN_E_FORMAT);
     CHECK_MSG(strstr(tern_last_error(), "blk.0.attn_q.weight") && strstr(tern_last_error(), "byte"), "%s",
               tern_last_error());
