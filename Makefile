@@ -76,7 +76,8 @@ TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
 ifeq ($(FUZZ),1)
   # The fuzz targets reach the loaders, the text layer and the request parser only.
   LIB_SRC := $(filter src/core/% src/io/% src/text/% src/server/request.c src/server/anthropic.c \
-               src/server/json_out.c src/server/reply.c src/engine/sampler%.c src/engine/prng.c,$(LIB_SRC))
+               src/server/json_out.c src/server/reply.c src/engine/sampler%.c src/engine/prng.c \
+               src/model/gguf_tok.c,$(LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
