@@ -69,6 +69,9 @@ int tern_model_repo_id_parse(const char *spec, char *org, char *name, char *rev,
 void tern_hf_hub_cache_dir(char *out, size_t cap);
 
 int tern_model_vocab_size(const tern_model *m);
+/* The execution context the model runs on (borrowed; the model's own or
+ * the one it was loaded with). */
+tern_exec *tern_model_exec(const tern_model *m);
 int tern_model_max_context(const tern_model *m);
 /* End-of-sequence ids from config.json (borrowed array, *n set). */
 const int32_t *tern_model_eos_ids(const tern_model *m, int *n);

@@ -71,6 +71,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
     eo.queue_size = 1;
     eo.no_prompt_cache = 1;   /* one request: nothing to share */
     eo.draft_kind = o->draft_kind;
+    eo.draft_model = o->draft_model;
     eo.num_draft_tokens = o->num_draft_tokens;
     eo.ngram_min = o->ngram_min;
     eo.ngram_max = o->ngram_max;

@@ -78,6 +78,7 @@ void tern_model_free(tern_model *m)
 int tern_model_vocab_size(const tern_model *m) { return m->cfg.vocab; }
 int tern_model_max_context(const tern_model *m) { return m->cfg.max_pos; }
 int tern_model_hidden_size(const tern_model *m) { return m->cfg.hidden; }
+tern_exec *tern_model_exec(const tern_model *m) { return m->exec; }
 const char *tern_model_dir(const tern_model *m) { return m->dir; }
 const char *tern_model_type(const tern_model *m) { return m->cfg.model_type; }
 size_t tern_model_weight_bytes(const tern_model *m) { return m->weight_bytes; }
