@@ -321,6 +321,36 @@ static void spec_pair(const char *target, const char *other, int n_jobs)
         d0 += dr;
         a0 += ac;
     }
+    /* Tail split over a cached prompt: 65 tokens, the second run finds its
+     * first 64 (two whole blocks) cached, so its prefill has nothing left
+     * to feed and the last prompt token heads the first verify. */
+    job t65[2];
+    memset(&t65[0], 0, sizeof t65[0]);
+    t65[0].n_prompt = 65;
+    for (int t = 0; t < 65; t++) t65[0].prompt[t] = (int32_t)((t * 7 + 3) % V);
+    tern_request_opts_default(&t65[0].o);
+    t65[0].o.max_tokens = 20;
+    t65[0].o.ignore_eos = 1;
+    t65[1] = t65[0];
+    job plain65 = t65[0];
+    draft_kind = TERN_DRAFT_NONE;
+    draft_model = NULL;
+    no_cache = 1;
+    tern_engine *ep = engine(m, 2, 64);
+    CHECK(submit(ep, &plain65) == TERN_OK);
+    wait_all(&plain65, 1);
+    tern_engine_free(ep);
+    no_cache = 0;
+    draft_kind = TERN_DRAFT_MODEL;
+    draft_model = self;
+    tern_engine *ec = engine(m, 2, 64);
+    for (int k = 0; k < 2; k++) {
+        CHECK(submit(ec, &t65[k]) == TERN_OK);
+        wait_all(&t65[k], 1);
+        CHECK_MSG(same(&t65[k], &plain65, 1), "%s: tail split run %d (cached %d) differs", target, k, t65[k].cached);
+    }
+    CHECK_MSG(t65[1].cached == 64, "%s: the second run found %d tokens cached", target, t65[1].cached);
+    tern_engine_free(ec);
     draft_kind = TERN_DRAFT_NONE;
     draft_model = NULL;
 out:
