@@ -68,8 +68,8 @@ typedef struct {
                                 target's tokenizer; its KV pool shares the memory budget */
     int num_draft_tokens;    /* most drafted tokens per row and iteration; 0 = 4 */
     int ngram_min, ngram_max;/* n-gram lookup lengths; 0 = 1 and 4 */
-    int spec_budget;         /* most drafted tokens per iteration over all rows; 0 = 12
-                                (a fuller batch is compute-bound: drafting would slow it) */
+    int spec_budget;         /* most drafted tokens per iteration over all rows; 0 = 4 x max_batch
+                                (within it, the measured cost model decides how many) */
 } tern_engine_opts;
 
 enum { TERN_DRAFT_NONE = 0, TERN_DRAFT_NGRAM = 1, TERN_DRAFT_MODEL = 2 };

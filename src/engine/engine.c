@@ -24,7 +24,7 @@ void tern_engine_opts_default(tern_engine_opts *o)
     o->num_draft_tokens = 4;
     o->ngram_min = 1;
     o->ngram_max = 4;
-    o->spec_budget = 12;
+    o->spec_budget = 0;   /* 4 x max_batch */
 }
 
 void tern_request_opts_default(tern_request_opts *o)
@@ -67,9 +67,11 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     if (!o.num_draft_tokens) o.num_draft_tokens = d.num_draft_tokens;
     if (!o.ngram_min) o.ngram_min = d.ngram_min;
     if (!o.ngram_max) o.ngram_max = d.ngram_max;
-    if (!o.spec_budget) o.spec_budget = d.spec_budget;
+    if (o.spec_budget <= 0) o.spec_budget = 4 * (o.max_batch > 0 ? o.max_batch : 16);
     if (o.max_batch < 1 || o.max_batch > 1024) return tern_error(TERN_E_RANGE, "engine: max_batch %d out of [1, 1024]", o.max_batch);
     if (o.prefill_step < 1 || o.prefill_interleave < 1) return tern_error(TERN_E_RANGE, "engine: bad prefill step");
+    /* A slice beside decoding rows is never more than a whole step. */
+    if (o.prefill_interleave > o.prefill_step) o.prefill_interleave = o.prefill_step;
     if (o.queue_size < 1) return tern_error(TERN_E_RANGE, "engine: bad queue size");
     if (o.draft_kind != TERN_DRAFT_NONE && o.draft_kind != TERN_DRAFT_NGRAM && o.draft_kind != TERN_DRAFT_MODEL)
         return tern_error(TERN_E_UNSUPPORTED, "engine: unknown draft kind %d", o.draft_kind);
@@ -128,7 +130,10 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         st = tern_drafter_model_init(&e->drafter, o.draft_model, o.max_batch, o.max_context, n_blocks);
     /* The target gives its token history and nothing else yet. */
     if (!st && o.draft_kind != TERN_DRAFT_NONE) st = tern_drafter_check(&e->drafter, TERN_PORT_TOKENS);
-    size_t B = (size_t)o.max_batch, T = (size_t)o.prefill_step + B;
+    /* An iteration feeds each row's pending token, at most spec_budget
+     * drafted ones, and prompt chunks of at most prefill_step tokens; it
+     * asks for at most one output per row plus one per draft. */
+    size_t B = (size_t)o.max_batch, T = (size_t)o.prefill_step + B + (size_t)o.spec_budget;
     if (!st) {
         e->active = calloc(B, sizeof *e->active);
         e->b_rows = calloc(B, sizeof *e->b_rows);
@@ -138,7 +143,7 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         e->s_rows = calloc(B, sizeof *e->s_rows);
         e->b_tokens = calloc(T, sizeof *e->b_tokens);
         e->b_want = calloc(T, 1);
-        e->logits = malloc((B + TERN_SPEC_POSITIONS) * (size_t)e->vocab * sizeof *e->logits);
+        e->logits = malloc((B + (size_t)o.spec_budget) * (size_t)e->vocab * sizeof *e->logits);
         e->pc_blocks = calloc((size_t)(o.max_context / TERN_KV_BLOCK_TOKENS + 1), sizeof *e->pc_blocks);
         if (!e->active || !e->b_rows || !e->b_ntok || !e->spec_rows || !e->jobs || !e->s_rows || !e->b_tokens || !e->b_want ||
             !e->logits || !e->pc_blocks)

@@ -100,7 +100,10 @@ struct tern_engine {
     int *b_rows, *b_ntok;
     int32_t *b_tokens;
     uint8_t *b_want;
-    float *logits;             /* [max_batch + TERN_SPEC_POSITIONS, vocab] */
+    float *logits;             /* [max_batch + spec_budget, vocab] */
+    /* Iteration time against tokens fed, t = t0 + c T: a least-squares fit
+     * over recent iterations with rows decoding, older ones decaying. */
+    double fit_w, fit_T, fit_t, fit_TT, fit_Tt;
     tern_drafter drafter;
     int n_spec;                /* rows verifying a draft this iteration */
     eng_row **spec_rows;       /* [max_batch] */

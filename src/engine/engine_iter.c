@@ -291,7 +291,27 @@ static void ema(double *v, double x)
     *v = *v > 0 ? 0.8 * *v + 0.2 * x : x;
 }
 
-enum { SPEC_MAX_ROWS = 4 };
+/* Adds one iteration (T tokens in secs) to the cost fit. */
+static void fit_add(tern_engine *e, double T, double secs)
+{
+    const double keep = 0.97;
+    e->fit_w = keep * e->fit_w + 1;
+    e->fit_T = keep * e->fit_T + T;
+    e->fit_t = keep * e->fit_t + secs;
+    e->fit_TT = keep * e->fit_TT + T * T;
+    e->fit_Tt = keep * e->fit_Tt + T * secs;
+}
+
+/* t0 and c of the fit; 0 when the recent iterations do not spread over
+ * enough sizes to tell them apart. */
+static int fit_get(const tern_engine *e, double *t0, double *c)
+{
+    double w = e->fit_w, var = w * e->fit_TT - e->fit_T * e->fit_T;
+    if (w < 4 || var < 0.25 * w * w) return 0;   /* T's spread under 0.5 tokens */
+    *c = (w * e->fit_Tt - e->fit_T * e->fit_t) / var;
+    *t0 = (e->fit_t - *c * e->fit_T) / w;
+    return *c > 0 && *t0 > 0;
+}
 
 typedef struct {
     eng_row *w;
@@ -305,7 +325,8 @@ static int more_likely(const void *a, const void *b)
 }
 
 /* How deep each decoding row drafts this iteration. With the measured cost
- * model of an iteration, t(T) = t0 + c T over T tokens, and a row's k-th
+ * model of an iteration, t(T) = t0 + c T over T tokens (fit_get; before it
+ * can tell, the decode-only and per-token averages), and a row's k-th
  * draft token kept with chance rate^k, a token is worth verifying when it
  * raises the expected tokens per second: p > c (N + A) / (t0 + c (N + D))
  * for the N rows, A expected accepted and D drafted so far, most likely
@@ -314,14 +335,6 @@ static int more_likely(const void *a, const void *b)
  * measured, spec_budget tokens are shared evenly. */
 static void plan_drafts(tern_engine *e, int decoding)
 {
-    /* Measured (docs/BENCHMARKS.md): past SPEC_MAX_ROWS decoding rows the
-     * verify windows cost more than they save on this class of machine, so
-     * the batch decodes plainly. */
-    if (decoding > SPEC_MAX_ROWS) {
-        for (int i = 0; i < e->n_active; i++)
-            for (int c = 0; c < e->active[i]->n; c++) e->active[i]->rows[c].depth = 0;
-        return;
-    }
     int n_slots = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
     draft_slot *slots = cap > 0 ? malloc((size_t)cap * sizeof *slots) : NULL;
     for (int i = 0; i < e->n_active; i++) {
@@ -344,9 +357,14 @@ static void plan_drafts(tern_engine *e, int decoding)
         return;
     }
     qsort(slots, (size_t)n_slots, sizeof *slots, more_likely);
-    double cst = e->ema_token_s, t0 = e->ema_decode_s - cst * e->ema_decode_rows;
-    int measured = cst > 0 && e->ema_decode_s > 0;
-    if (t0 < cst) t0 = cst;
+    double cst, t0;
+    int measured = fit_get(e, &t0, &cst);
+    if (!measured) {
+        cst = e->ema_token_s;
+        t0 = e->ema_decode_s - cst * e->ema_decode_rows;
+        measured = cst > 0 && e->ema_decode_s > 0;
+        if (t0 < cst) t0 = cst;
+    }
     /* A drafter with a cost of its own (a draft model: one step per draft
      * depth, all rows together) adds it to the token's price. */
     double ds = e->drafter.step_seconds;
@@ -593,6 +611,7 @@ int tern_engine_iterate(tern_engine *e)
     }
     else if (decoding && e->ema_decode_s > 0 && secs > e->ema_decode_s)
         ema(&e->ema_token_s, (secs - e->ema_decode_s) / (T - decoding));
+    if (decoding) fit_add(e, T, secs);
     record(e, secs, T);
     return 1;
 }
