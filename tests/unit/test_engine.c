@@ -631,6 +631,21 @@ int main(void)
     cancel(m);
     double t2 = tern_now();
     failures(m);
+    /* Again with a draft model (itself, on its execution context): failures
+     * in the draft rows' admission, growth and forwards cost speculation,
+     * never a token. */
+    {
+        tern_model_opts dmo = {.precision = TERN_PRECISION_BF16, .weights = TERN_WEIGHTS_PANELS,
+                               .exec = tern_model_exec(m)};
+        tern_model *dm = NULL;
+        CHECK(tern_model_load(dir, &dmo, &dm) == TERN_OK);
+        draft_kind = TERN_DRAFT_MODEL;
+        draft_model = dm;
+        if (dm) failures(m);
+        draft_kind = TERN_DRAFT_NONE;
+        draft_model = NULL;
+        tern_model_free(dm);
+    }
     double t3 = tern_now();
     prompt_cache(m);
     double t4 = tern_now();
