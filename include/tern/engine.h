@@ -70,6 +70,8 @@ typedef struct {
     int ngram_min, ngram_max;/* n-gram lookup lengths; 0 = 1 and 4 */
     int spec_budget;         /* most drafted tokens per iteration over all rows; 0 = 4 x max_batch
                                 (within it, the measured cost model decides how many) */
+    int spec_fixed;          /* 1 = every speculating row drafts num_draft_tokens each iteration
+                                (no cost model: the fixed-depth loop of mlx-lm) */
 } tern_engine_opts;
 
 enum { TERN_DRAFT_NONE = 0, TERN_DRAFT_NGRAM = 1, TERN_DRAFT_MODEL = 2 };

@@ -28,6 +28,7 @@ typedef struct {
     tern_model *draft_model;   /* borrowed, for TERN_DRAFT_MODEL (tern_draft_model_load) */
     int num_draft_tokens;      /* 0 = 4 */
     int ngram_min, ngram_max;  /* 0 = 1 and 4 */
+    int spec_fixed;            /* 1 = draft num_draft_tokens every step (no cost model) */
 } tern_generate_opts;
 
 /* Return 0 to continue, non-zero to stop generation after this token. */

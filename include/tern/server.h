@@ -33,6 +33,7 @@ typedef struct {
     const char *draft_model_dir;    /* borrowed; TERN_DRAFT_MODEL: the draft model (same tokenizer) */
     int         num_draft_tokens;   /* 0 = engine default (4) */
     int         ngram_min, ngram_max;
+    int         spec_fixed;         /* --draft-fixed: draft num_draft_tokens every iteration */
     int         n_threads;          /* compute threads; 0 = all cores */
     int         precision;          /* a tern_precision value; 0 = default */
     int         weights;            /* a tern_weights_mode value; 0 = default */

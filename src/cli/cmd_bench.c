@@ -31,7 +31,7 @@ static void usage(void)
     fprintf(stderr, "usage: tern bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--threads N]\n"
                     "       [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--batch 1,2,4,8,16] [--json]\n"
                     "       [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens N]\n"
-                    "       [--ngram-min N] [--ngram-max N]\n");
+                    "       [--ngram-min N] [--ngram-max N] [--draft-fixed]\n");
 }
 
 typedef struct {
@@ -112,11 +112,12 @@ static tern_status batch_step(tern_engine *e, const int32_t *ids, int G, int B, 
 int tern_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *batch_s = NULL, *draft_dir = NULL;
-    int P = 512, G = 128, reps = 3, json = 0, kind = -1, n_draft = 0, ng_min = 0, ng_max = 0;
+    int P = 512, G = 128, reps = 3, json = 0, kind = -1, fixed = 0, n_draft = 0, ng_min = 0, ng_max = 0;
     tern_model_opts mo = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--draft-fixed")) { fixed = 1; continue; }
         if (!strcmp(a, "--help")) { usage(); return 0; }
         if (!(v = cli_value(argc, argv, i))) return 2;
         i++;
@@ -169,6 +170,7 @@ int tern_cmd_bench(int argc, char **argv)
     eo.num_draft_tokens = n_draft;
     eo.ngram_min = ng_min;
     eo.ngram_max = ng_max;
+    eo.spec_fixed = fixed;
     if (!ids || tern_engine_create(m, &eo, &e)) { fprintf(stderr, "tern: %s\n", ids ? tern_last_error() : "out of memory"); goto done; }
     uint32_t s = 12345;
     for (int i = 0; i < P + maxb + 16; i++) { s = s * 1664525u + 1013904223u; ids[i] = (int32_t)((s >> 8) % (uint32_t)V); }

@@ -25,7 +25,7 @@ static void usage(void)
             "       [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
             "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]\n"
             "       [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens N] [--ngram-min N]\n"
-            "       [--ngram-max N] [--stats]\n");
+            "       [--ngram-max N] [--draft-fixed] [--stats]\n");
 }
 
 typedef struct {
@@ -60,6 +60,7 @@ int tern_cmd_generate(int argc, char **argv)
         if (!strcmp(a, "--ids-out")) { ids_out = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) { go.ignore_eos = 1; continue; }
         if (!strcmp(a, "--stats")) { want_stats = 1; continue; }
+        if (!strcmp(a, "--draft-fixed")) { go.spec_fixed = 1; continue; }
         if (!strcmp(a, "--help")) { usage(); return 0; }
         if (!(v = cli_value(argc, argv, i))) return 2;
         i++;

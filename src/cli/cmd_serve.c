@@ -27,7 +27,7 @@ static void usage(void)
             "       [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]\n"
             "       [--prompt-cache-dir DIR] [--prompt-cache-disk-bytes BYTES]\n"
             "       [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens 4] [--ngram-min 1]\n"
-            "       [--ngram-max 4]\n");
+            "       [--ngram-max 4] [--draft-fixed]\n");
 }
 
 static int log_level(const char *v)
@@ -51,6 +51,7 @@ int tern_cmd_serve(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        if (!strcmp(a, "--draft-fixed")) { o.spec_fixed = 1; continue; }
         int skip = 0;
         for (int k = 0; ignored_flags[k]; k++)
             if (!strcmp(a, ignored_flags[k])) skip = 1;

@@ -335,7 +335,7 @@ static int more_likely(const void *a, const void *b)
  * measured, spec_budget tokens are shared evenly. */
 static void plan_drafts(tern_engine *e, int decoding)
 {
-    int n_slots = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
+    int n_slots = 0, n_fixed = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
     draft_slot *slots = cap > 0 ? malloc((size_t)cap * sizeof *slots) : NULL;
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
@@ -345,6 +345,13 @@ static void plan_drafts(tern_engine *e, int decoding)
             w->depth = 0;
             if (w->done || r->spec <= 0 || !w->drafting) continue;
             int room = r->max_tokens - r->generated[c] - 1, most = r->spec < room ? r->spec : room;
+            if (e->o.spec_fixed) {
+                /* Every row to its full depth, within the budget. */
+                int left = e->o.spec_budget - n_fixed;
+                w->depth = most < left ? (most > 0 ? most : 0) : left;
+                n_fixed += w->depth;
+                continue;
+            }
             double p = 1.0;
             for (int k = 1; k <= most && slots && n_slots < cap; k++) {
                 p *= w->accept_rate > 0.05 ? w->accept_rate : 0.05;

@@ -75,6 +75,7 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
     eo.num_draft_tokens = o->num_draft_tokens;
     eo.ngram_min = o->ngram_min;
     eo.ngram_max = o->ngram_max;
+    eo.spec_fixed = o->spec_fixed;
     /* A generation may run past the model's declared context when asked to
      * (as the serial loop always allowed); the pool is sized for it. */
     eo.max_context = total + 1 > ctx ? (int)(total + 1) : ctx;

@@ -143,6 +143,7 @@ static tern_status setup(srv_ctx *c, const tern_server_opts *o)
     eo.num_draft_tokens = o->num_draft_tokens;
     eo.ngram_min = o->ngram_min;
     eo.ngram_max = o->ngram_max;
+    eo.spec_fixed = o->spec_fixed;
     c->speculation = o->draft_kind != TERN_DRAFT_NONE;
     return tern_engine_create(c->model, &eo, &c->engine);
 }

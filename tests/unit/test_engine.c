@@ -132,7 +132,7 @@ static void make_job(job *j, int i, int vocab, unsigned *s)
     }
 }
 
-static int no_cache, draft_kind;
+static int no_cache, draft_kind, spec_fixed;
 static tern_model *draft_model;
 
 static tern_engine *engine(tern_model *m, int max_batch, int interleave)
@@ -142,6 +142,7 @@ static tern_engine *engine(tern_model *m, int max_batch, int interleave)
     o.no_prompt_cache = no_cache;
     o.draft_kind = draft_kind;
     o.draft_model = draft_model;
+    o.spec_fixed = spec_fixed;
     o.max_batch = max_batch;
     o.prefill_step = 64;
     o.prefill_interleave = interleave;
@@ -211,6 +212,7 @@ static void stress(tern_model *m)
     /* Speculation (n-gram drafts verified in the batch) changes nothing
      * either: alone, then among the others arriving at random. */
     draft_kind = TERN_DRAFT_NGRAM;
+    spec_fixed = 1;   /* draft every iteration, whatever the measured costs say */
     tern_engine *es = engine(m, MAXN, 64);
     for (int i = 0; i < NREQ; i++) {
         job one = solo[i];
@@ -239,6 +241,7 @@ static void stress(tern_model *m)
     CHECK(ss.blocks_used == ss.cache_blocks && ss.blocks_reserved == 0);
     tern_engine_free(es);
     draft_kind = TERN_DRAFT_NONE;
+    spec_fixed = 0;
     CHECK_MSG(st.peak_rows >= 4, "the requests barely overlapped (peak %d rows)", st.peak_rows);
     tern_engine_free(e);
 }
@@ -308,6 +311,9 @@ static void spec_pair(const char *target, const char *other, int n_jobs)
         tern_engine_free(e);
     }
     tern_model *drafts[2] = {self, oth};
+    /* Fixed depth: how much the cost model would draft depends on timing;
+     * here every row drafts every iteration. */
+    spec_fixed = 1;
     for (int k = 0; k < 2; k++) {
         draft_kind = TERN_DRAFT_MODEL;
         draft_model = drafts[k];
@@ -321,6 +327,7 @@ static void spec_pair(const char *target, const char *other, int n_jobs)
         d0 += dr;
         a0 += ac;
     }
+    spec_fixed = 0;
     /* Tail split over a cached prompt: 65 tokens, the second run finds its
      * first 64 (two whole blocks) cached, so its prefill has nothing left
      * to feed and the last prompt token heads the first verify. */
