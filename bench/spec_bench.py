@@ -18,7 +18,7 @@ prompt, --tokens greedy tokens; aggregate tok/s of tern serve plain, with the
 n-gram drafter and with the draft model (one server each, --max-batch 16).
 
 usage: bench/spec_bench.py [--model DIR] [--draft-model DIR] [--gguf F] [--gguf-draft F]
-       [--threads 2] [--draft 4] [--llama-draft 4,8] [--streams 1,2,4,8,16] [--no-llama]
+       [--threads 2] [--draft 4] [--fixed] [--llama-draft 4,8] [--streams 1,2,4,8,16] [--no-llama] [--no-streams]
 Prints one line per measurement and a final JSON object.
 """
 import argparse
@@ -41,9 +41,9 @@ def gen(a, prompt, kind):
     cmd = [str(ROOT / "build" / "tern"), "generate", "--model", a.model, "--prompt", prompt, "--max-tokens",
            str(a.tokens), "--ids-out", "--stats", "--threads", str(a.threads), "--ignore-eos"]
     if kind == "ngram":
-        cmd += ["--draft-kind", "ngram", "--num-draft-tokens", str(a.draft)]
+        cmd += ["--draft-kind", "ngram", "--num-draft-tokens", str(a.draft)] + (["--draft-fixed"] if a.fixed else [])
     elif kind == "model":
-        cmd += ["--draft-model", a.draft_model, "--num-draft-tokens", str(a.draft)]
+        cmd += ["--draft-model", a.draft_model, "--num-draft-tokens", str(a.draft)] + (["--draft-fixed"] if a.fixed else [])
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return p.stdout.strip(), json.loads(p.stderr.strip().splitlines()[-1])
 
@@ -111,10 +111,11 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8,16")
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--no-streams", action="store_true")
+    ap.add_argument("--fixed", action="store_true", help="tern drafts at fixed depth (--draft-fixed)")
     a = ap.parse_args()
     prompts = json.load(open(os.path.join(HERE, "..", "..", "shared", "bench", "code_prompts_heldout.json")))
     prompts = [p[:a.chars] for p in prompts[:a.prompts]]
-    res = {"threads": a.threads, "tokens": a.tokens, "tern_draft": a.draft}
+    res = {"threads": a.threads, "tokens": a.tokens, "tern_draft": a.draft, "fixed": a.fixed}
 
     # llama.cpp servers, one per mode, started once.
     llama = {}
@@ -190,9 +191,11 @@ def main():
         res["streams"] = {}
         servers = {"plain": start_server(a.model, a.threads, "--max-batch", "16", "--prompt-cache-bytes", "0"),
                    "ngram": start_server(a.model, a.threads, "--max-batch", "16", "--prompt-cache-bytes", "0",
-                                         "--draft-kind", "ngram", "--num-draft-tokens", str(a.draft)),
+                                         "--draft-kind", "ngram", "--num-draft-tokens", str(a.draft),
+                                         *(["--draft-fixed"] if a.fixed else [])),
                    "model": start_server(a.model, a.threads, "--max-batch", "16", "--prompt-cache-bytes", "0",
-                                         "--draft-model", a.draft_model, "--num-draft-tokens", str(a.draft))}
+                                         "--draft-model", a.draft_model, "--num-draft-tokens", str(a.draft),
+                                         *(["--draft-fixed"] if a.fixed else []))}
         try:
             for n in [int(x) for x in a.streams.split(",")]:
                 order = ["plain", "ngram", "model"] if n % 2 else ["model", "ngram", "plain"]
