@@ -8,7 +8,7 @@
  * of what was accepted: it re-synchronises on the history itself, which only
  * ever grows. Then every speculating row drafts together: depth step s is
  * one forward of the draft model over all rows still drafting, each row's
- * next token its argmax (ties to the lower id).
+ * next token drawn with its request's sampler (pick).
  *
  * A failed draft forward changes no draft row (the forward's contract), so
  * the rows keep the drafts made so far (possibly none). */
@@ -32,6 +32,7 @@ typedef struct {
     int32_t *toks;                   /* [max_rows * CATCHUP_MAX] */
     uint8_t *want;                   /* [max_rows * CATCHUP_MAX] */
     float *logits;                   /* [max_rows, vocab] */
+    float *work, *lp;                /* [vocab] each: sampling scratch */
 } dm_ctx;
 
 typedef struct {
@@ -52,6 +53,8 @@ static void dm_destroy(tern_drafter *d)
     free(c->toks);
     free(c->want);
     free(c->logits);
+    free(c->work);
+    free(c->lp);
     free(c);
     d->impl = NULL;
 }
@@ -73,7 +76,9 @@ tern_status tern_drafter_model_init(tern_drafter *d, tern_model *model, int max_
     c->toks = calloc(R * CATCHUP_MAX, sizeof *c->toks);
     c->want = calloc(R * CATCHUP_MAX, 1);
     c->logits = malloc(R * (size_t)c->vocab * sizeof *c->logits);
-    if (!st && !(c->rows && c->ntok && c->job && c->toks && c->want && c->logits))
+    c->work = malloc((size_t)c->vocab * sizeof *c->work);
+    c->lp = malloc((size_t)c->vocab * sizeof *c->lp);
+    if (!st && !(c->rows && c->ntok && c->job && c->toks && c->want && c->logits && c->work && c->lp))
         st = tern_error(TERN_E_NOMEM, "draft model: out of memory");
     if (st) dm_destroy(d);
     return st;
@@ -115,6 +120,23 @@ static int argmax(const float *x, int n)
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
+}
+
+/* Draft token k of job J from the draft's logits: the argmax when the
+ * request is greedy, else a draw from the request's sampler (processors over
+ * the history and the drafts before it, which the row's fed array holds) at
+ * the step the target's sample for that position uses. */
+static int32_t pick(dm_ctx *c, const tern_draft_job *J, const float *logits, int k)
+{
+    if (!J->sp || J->sp->temperature <= 0) return argmax(logits, c->vocab);
+    const dm_row *r = J->state;
+    memcpy(c->work, logits, (size_t)c->vocab * sizeof *c->work);
+    int32_t tok;
+    if (tern_logits_process(J->sp, c->work, c->vocab, r->fed, J->n_hist + k)) return argmax(logits, c->vocab);
+    tern_log_softmax(c->work, c->lp, c->vocab);
+    if (tern_sample_logprobs(J->sp, c->lp, c->vocab, (uint64_t)J->step + (uint64_t)k, &tok))
+        return argmax(logits, c->vocab);
+    return tok;
 }
 
 /* Cuts the draft KV back to the longest prefix that matches hist[0, n). */
@@ -161,7 +183,8 @@ static void dm_draft_rows(tern_drafter *d, tern_draft_job *jobs, int n)
     for (int i = 0; i < nb; i++) {
         if (c->job[i] < 0) continue;
         tern_draft_job *J = &jobs[c->job[i]];
-        J->out[J->n_out++] = argmax(c->logits + (size_t)n_out++ * c->vocab, c->vocab);
+        J->out[J->n_out] = pick(c, J, c->logits + (size_t)n_out++ * c->vocab, J->n_out);
+        J->n_out++;
     }
     /* Steps 1..: every row still drafting feeds its last draft. */
     for (int s = 1; s < most; s++) {
@@ -187,7 +210,8 @@ static void dm_draft_rows(tern_drafter *d, tern_draft_job *jobs, int n)
         if (tern_forward(c->m, c->kv, &bs, c->logits, NULL)) break;
         for (int i = 0; i < k; i++) {
             tern_draft_job *J = &jobs[order[i]];
-            J->out[J->n_out++] = argmax(c->logits + (size_t)i * c->vocab, c->vocab);
+            J->out[J->n_out] = pick(c, J, c->logits + (size_t)i * c->vocab, J->n_out);
+            J->n_out++;
         }
     }
     double secs = tern_now() - t0;
@@ -199,7 +223,7 @@ static void dm_draft_rows(tern_drafter *d, tern_draft_job *jobs, int n)
 
 static int dm_draft(tern_drafter *d, void *state, const int32_t *hist, int n, int max, int32_t *out)
 {
-    tern_draft_job j = {state, hist, n, max, out, 0};
+    tern_draft_job j = {state, hist, n, max, out, 0, NULL, 0};
     dm_draft_rows(d, &j, 1);
     return j.n_out;
 }

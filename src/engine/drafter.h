@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "tern/model.h"
+#include "tern/sampler.h"
 #include "tern/status.h"
 
 enum {
@@ -38,7 +39,11 @@ typedef struct tern_drafter tern_drafter;
 
 /* One row's drafting request in a batched call: hist[0, n_hist) is the row's
  * history ending with its pending token; up to max tokens go to out and
- * n_out says how many (0 = none this time). */
+ * n_out says how many (0 = none this time). sp (borrowed, may be NULL) is
+ * the request's sampler and step the step its first draft stands for: a
+ * drafter that samples draws draft i with it at step + i, so that where the
+ * draft's distribution is close to the target's it picks the token the
+ * target's own sample will (both read the same (seed, step) stream). */
 typedef struct {
     void *state;
     const int32_t *hist;
@@ -46,6 +51,8 @@ typedef struct {
     int max;
     int32_t *out;
     int n_out;
+    const tern_sampling_params *sp;
+    int step;
 } tern_draft_job;
 
 typedef struct {
@@ -78,8 +85,9 @@ struct tern_drafter {
 extern const tern_drafter_vtable tern_drafter_ngram;
 
 /* A separate, smaller model with the target's tokenizer (draft_model.c):
- * its own KV pool (a row per target row), greedy drafting, all rows batched
- * in one forward per draft depth, on the target's execution context. */
+ * its own KV pool (a row per target row), drafting with the request's
+ * sampler (argmax when greedy), all rows batched in one forward per draft
+ * depth, on the target's execution context. */
 extern const tern_drafter_vtable tern_drafter_model;
 /* Sets d up for model (borrowed; it must outlive d) drafting for up to
  * max_rows rows of up to max_len positions over n_blocks KV blocks. */

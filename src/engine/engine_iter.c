@@ -485,7 +485,7 @@ int tern_engine_iterate(tern_engine *e)
             eng_row *w = &r->rows[c];
             w->n_draft = 0;
             if (w->done || w->depth <= 0 || !w->drafting) continue;
-            e->jobs[n_jobs++] = (tern_draft_job){w->dstate, w->hist, w->n_hist, w->depth, w->draft, 0};
+            e->jobs[n_jobs++] = (tern_draft_job){w->dstate, w->hist, w->n_hist, w->depth, w->draft, 0, &w->sp, w->step};
         }
     }
     if (n_jobs && e->drafter.vt->draft_rows) {
