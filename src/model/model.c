@@ -7,6 +7,7 @@
 
 #include "io/model_dir.h"
 #include "model/gguf_tok.h"
+#include "model/backend.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
@@ -44,6 +45,7 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
         st = tern_exec_create(opts ? opts->n_threads : 0, &m->exec);
         m->own_exec = !st;
     }
+    m->bk = &tern_backend_cpu;
     if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();

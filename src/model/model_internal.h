@@ -39,6 +39,8 @@ typedef struct {
     tern_mlp *experts;              /* moe: n_experts of [moe_ffn, H] ... (owned array) */
 } tern_layer;
 
+typedef struct tern_backend_vt tern_backend_vt;   /* backend.h */
+
 struct tern_model {
     tern_model_config cfg;
     char dir[4096];
@@ -52,6 +54,8 @@ struct tern_model {
     int head_is_embed;              /* lm_head was bound to the embedding table */
     tern_exec *exec;                /* borrowed from the caller, or owned when own_exec */
     int own_exec;
+    const tern_backend_vt *bk;      /* the ops the forward runs: the exec's device */
+    void *dev;                      /* owned by the backend: device copies of the weights */
     tern_act_mode act_mode;
     size_t weight_bytes;            /* every weight tensor bound */
     void *arena;                    /* owned mapping: matmul weights in panels, or NULL */
