@@ -69,6 +69,13 @@ else
 endif
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/backend/cuda/*' | sort)
+# The model's CUDA backend (src/model/backend_cuda*.c) calls the CUDA ops;
+# without them its _none file refuses a GPU.
+ifeq ($(CUDA),1)
+  LIB_SRC := $(filter-out src/model/backend_cuda_none.c,$(LIB_SRC))
+else
+  LIB_SRC := $(filter-out src/model/backend_cuda.c src/model/backend_cuda_kv.c,$(LIB_SRC))
+endif
 CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
@@ -118,10 +125,10 @@ $(CU_B)/obj/%.o: %.cu
 	@echo "  NVCC $@"
 	@$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
-$(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a
+$(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a $(B)/libtern_cuda.a
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
-	@$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(LIBS) $(LDSAN)
+	@$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(B)/libtern_cuda.a $(LIBS) $(CUDA_LIBS) $(LDSAN)
 
 $(B)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)

@@ -58,7 +58,7 @@ int main(int argc, char **argv)
     for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name)) {
             if (runs_model(c->name)) {
-                int rc = cli_take_device(&argc, argv, strcmp(c->name, "inspect") != 0);
+                int rc = cli_take_device(&argc, argv);
                 if (rc) return rc;
             }
             return c->run(argc - 1, argv + 1);

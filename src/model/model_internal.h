@@ -21,6 +21,7 @@ typedef struct {
     tern_dtype dt;
     int rows, cols;
     tern_wlayout layout;    /* TERN_WL_ROWS as bound; panels after tern_model_pack_weights */
+    const void *dev;        /* the CUDA backend's copy in device memory (borrowed), or NULL */
 } tern_weight;
 
 typedef struct {
