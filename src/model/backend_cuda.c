@@ -20,6 +20,7 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/cuda/cuda.h"
+#include "core/clock.h"
 #include "core/exec.h"
 #include "model/backend.h"
 
@@ -49,6 +50,13 @@ typedef struct {
     int32_t *d_ids, *d_tok_row, *d_want, *d_zero;
     tern_cuda_attn_row *d_rows;   /* [n_layers][nr] */
     int nr, max_len;
+    /* TERN_CUDA_STATS: passes, host and device seconds (from begin to the
+     * copy-out), printed at unload, for decode passes (one token a row) and
+     * the others. */
+    int stats;
+    double t_begin, host_s[2], dev_s[2];
+    long passes[2];
+    int decode;
 } cuda_model;
 
 static cuda_model *cm(const tern_model *m) { return m->dev; }
@@ -225,6 +233,10 @@ void tern_backend_cuda_unload(tern_model *m)
 {
     cuda_model *d = cm(m);
     if (!d) return;
+    for (int k = 0; d->stats && k < 2; k++)
+        if (d->passes[k])
+            fprintf(stderr, "cuda stats: %ld %s passes, %.3f ms host / %.3f ms device each\n", d->passes[k],
+                    k ? "decode" : "other", 1e3 * d->host_s[k] / d->passes[k], 1e3 * d->dev_s[k] / d->passes[k]);
     tern_cuda_free(d->c, d->arena);
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);
@@ -248,6 +260,7 @@ tern_status tern_backend_cuda_load(tern_model *m)
         return tern_error(TERN_E_NOMEM, "cuda: out of memory");
     }
     d->c = m->exec->cuda;
+    d->stats = getenv("TERN_CUDA_STATS") != NULL;
     m->dev = d;
     /* Every position the model takes; a longer context is refused per pass. */
     d->n_rope = c->max_pos > 0 && c->max_pos < (1 << 20) ? c->max_pos : (1 << 20);
@@ -341,6 +354,11 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     /* The last pass's upload has been read before its staging is rewritten. */
     tern_status st = tern_cuda_sync(d->c);
     if (st) return st;
+    if (d->stats) {
+        d->t_begin = tern_now();
+        d->decode = T == b->n_rows;
+        if ((st = tern_cuda_timer_mark(d->c))) return st;
+    }
     if (total > d->stage_cap) {
         void *h;
         if ((st = tern_cuda_host_alloc(d->c, total * 2, &h))) return st;
@@ -478,6 +496,13 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
         if (!st) st = tern_cuda_download_async(d->c, logits, d->logits.d, (size_t)n * c->vocab * sizeof(float));
     }
     tern_status ss = tern_cuda_sync(d->c);
+    if (!st && !ss && d->stats) {
+        float ms = 0.0f;
+        tern_cuda_timer_elapsed(d->c, &ms);
+        d->passes[d->decode]++;
+        d->host_s[d->decode] += tern_now() - d->t_begin;
+        d->dev_s[d->decode] += ms / 1e3;
+    }
     return st ? st : ss;
 }
 

@@ -111,7 +111,7 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
     /* Fork row 2 (12 positions: a partial shared block) into row 3 and
      * decode the same token on both: copy on write keeps them apart. */
     tern_kv_prep prep;
-    CHECK(tern_kv_row_prepare(kv, 2 * MAXT, 1, 2 * MAXT, &prep) == TERN_OK);
+    CHECK_MSG(tern_kv_row_prepare(kv, lens[2] + 1, 1, lens[2] + 1, &prep) == TERN_OK, "%s", tern_last_error());
     rows[3] = tern_kv_row_commit(kv, &prep);
     CHECK_MSG(tern_kv_row_adopt(kv, rows[3], rows[2]) == TERN_OK, "%s", tern_last_error());
     int fk[2] = {rows[2], rows[3]};
