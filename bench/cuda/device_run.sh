@@ -14,9 +14,10 @@
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
 [ -d "$D/bin" ] || tar -xJf "$D/bin.tar.xz" -C "$D"
-if [ -f "$D/tree.tar.xz" ] && [ ! -d "$D/tree" ]; then
-  mkdir -p "$D/tree" && tar -xJf "$D/tree.tar.xz" -C "$D/tree"
-  ln -sfn "$PWD/tests/fixtures" "$D/tree/tests/fixtures"; ln -sfn "$PWD/models" "$D/tree/models"
+if [ -f "$D/tree.tar.xz" ]; then
+  [ -d "$D/tree/tests/py" ] || { mkdir -p "$D/tree" && tar -xJf "$D/tree.tar.xz" -C "$D/tree"; }
+  [ -e "$D/tree/tests/fixtures" ] || ln -sfn "$PWD/tests/fixtures" "$D/tree/tests/fixtures"
+  [ -e "$D/tree/models" ] || ln -sfn "$PWD/models" "$D/tree/models"
 fi
 TREE=$D/tree; [ -d "$TREE" ] || TREE=.
 export LD_LIBRARY_PATH=$PWD/$D/lib PYTHONUNBUFFERED=1
