@@ -5,7 +5,7 @@
 # (plus ../shared's fixtures/models under .dev/cuda/shared when ../shared is not there).
 # Usage: bash .dev/cuda/tree/bench/cuda/device_run.sh PHASE...   (after unpacking, or
 #        bash bench/cuda/device_run.sh PHASE... in a checkout that has the bundle)
-# Phases: ops (op harness), fwd (GPU forward test), parity (fixture parity
+# Phases: ops (op harness), opstime (its kernel timings), fwd (GPU forward test), parity (fixture parity
 # suite with TERN_DEVICE=cuda, MoE deselected), batch (server batching tests
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
 # bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
@@ -28,6 +28,7 @@ for ph in "$@"; do
   echo "=== $ph $(date +%T)"
   case $ph in
   ops) "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
+  opstime) "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
   fwd) timeout 300 "$D/bin/test_forward_cuda" 2>&1 | tail -30 ;;
   parity) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 300 python3 -m pytest -q -k "not moe" tests/py/test_model_parity.py 2>&1 | tail -15) ;;
   batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x tests/py/test_server_batching.py 2>&1 | tail -8) ;;
