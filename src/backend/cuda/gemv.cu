@@ -131,24 +131,39 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
 /* silu(g) * u, written as the CPU's scalar path does. */
 __device__ __forceinline__ float silu_mul_1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-template <typename WT, int M, bool RND>
+/* One warp per C consecutive outputs (C > 1 for several rows of x): the
+ * gate and up rows of each, 2C weight rows sharing every x load. */
+template <typename WT, int M, bool RND, int C>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *__restrict__ x, int m_count, int K,
                                                                   const void *__restrict__ wg,
                                                                   const void *__restrict__ wu, int F,
                                                                   float *__restrict__ h)
 {
     int lane = threadIdx.x & 31;
-    int n0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    int groups = (F + C - 1) / C;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
+    constexpr int U = GEMV_UNROLL / (2 * C) > 0 ? GEMV_UNROLL / (2 * C) : 1;
     wait_prior_grid();
-    for (int n = n0; n < F; n += stride) {
-        float gu[2 * M];
-        const void *wr[2] = {(const char *)wg + (size_t)n * row_bytes, (const char *)wu + (size_t)n * row_bytes};
-        row_dots<WT, M, RND, 2, GEMV_UNROLL / 2>(x, K, wr, lane, m_count, gu);
+    for (int g = g0; g < groups; g += stride) {
+        float gu[2 * C * M];
+        const void *wr[2 * C];
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+            int n = g * C + j < F ? g * C + j : F - 1;   /* an output past F is read, never written */
+            wr[2 * j] = (const char *)wg + (size_t)n * row_bytes;
+            wr[2 * j + 1] = (const char *)wu + (size_t)n * row_bytes;
+        }
+        row_dots<WT, M, RND, 2 * C, U>(x, K, wr, lane, m_count, gu);
         if (lane == 0) {
 #pragma unroll
-            for (int m = 0; m < M; m++)
-                if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[m], gu[M + m]);
+            for (int j = 0; j < C; j++) {
+                int n = g * C + j;
+                if (n >= F) break;
+#pragma unroll
+                for (int m = 0; m < M; m++)
+                    if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[2 * j * M + m], gu[(2 * j + 1) * M + m]);
+            }
         }
     }
 }
@@ -216,11 +231,13 @@ static tern_status gate_up_typed(tern_cuda *c, const float *x, int m, int K, con
                                  int F, float *h)
 {
     int N = F;
-    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND>, N, x, m, K, wg, wu, F, h);
-    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND>, N, x, m, K, wg, wu, F, h);
-    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND>, N, x, m, K, wg, wu, F, h);
-    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND>, N, x, m, K, wg, wu, F, h);
-    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND>, N, x, m, K, wg, wu, F, h);
+    constexpr int C = GEMV_R / 2 > 0 ? GEMV_R / 2 : 1;
+    int G = (N + C - 1) / C;
+    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1>, N, x, m, K, wg, wu, F, h);
+    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND, C>, G, x, m, K, wg, wu, F, h);
+    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND, C>, G, x, m, K, wg, wu, F, h);
+    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND, C>, G, x, m, K, wg, wu, F, h);
+    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND, C>, G, x, m, K, wg, wu, F, h);
 }
 
 /* One launch over at most 16 rows (internal; matmul.cu tiles larger M). */
