@@ -96,7 +96,10 @@ WEB_OBJ  := $(WEB_SRC:src/server/web/%.html=$(B)/obj/gen/web_%.o)
 
 all: $(B)/tern $(TEST_BIN) $(CUDA_BINS)
 
-$(B)/libtern.a: $(LIB_OBJ) $(WEB_OBJ)
+# libtern holds the CUDA objects too (the model's CUDA backend calls them;
+# without nvcc they are none.o), so a program links libtern alone plus
+# CUDA_LIBS (tern.pc's Libs.private).
+$(B)/libtern.a: $(LIB_OBJ) $(WEB_OBJ) $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR  $@"
 	@rm -f $@ && ar rcs $@ $^
@@ -189,14 +192,14 @@ LIBDIR  := $(PREFIX)/lib
 INCDIR  := $(PREFIX)/include
 TERN_VERSION := 0.1.0
 
-$(B)/libtern.so: $(LIB_OBJ) $(WEB_OBJ)
+$(B)/libtern.so: $(LIB_OBJ) $(WEB_OBJ) $(CU_OBJ)
 	@echo "  LD  $@"
-	@$(CC) $(LDSAN) -shared -pthread -Wl,-soname,libtern.so -o $@ $^ $(LIBS)
+	@$(CC) $(LDSAN) -shared -pthread -Wl,-soname,libtern.so -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
 $(B)/tern.pc:
 	@mkdir -p $(dir $@)
 	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: tern\nDescription: LLM inference engine and server\nVersion: %s\nLibs: -L$${libdir} -ltern\nLibs.private: %s\nCflags: -I$${includedir}\n' \
-	  "$(PREFIX)" "$(LIBDIR)" "$(INCDIR)" "$(TERN_VERSION)" "$(LIBS)" > $@
+	  "$(PREFIX)" "$(LIBDIR)" "$(INCDIR)" "$(TERN_VERSION)" "$(LIBS) $(CUDA_LIBS)" > $@
 
 install: $(B)/tern $(B)/libtern.a $(B)/libtern.so $(B)/tern.pc
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/tern $(DESTDIR)$(PREFIX)/bin
