@@ -74,7 +74,7 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
     /* The three as one batch. */
     tern_kv *kv;
     int rows[4];
-    CHECK(tern_model_kv_create(mg, 4, 2 * MAXT, 0, 0, &kv) == TERN_OK);
+    CHECK(tern_model_kv_create(mg, 4, 2 * MAXT, 0, 16, &kv) == TERN_OK);
     for (int r = 0; r < 3; r++) CHECK(tern_kv_row_add(kv, 2 * MAXT, &rows[r]) == TERN_OK);
     int32_t cat[3 * MAXT];
     uint8_t want[3 * MAXT];
@@ -119,6 +119,19 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
     tern_batch f = {2, fk, one, same, NULL};
     CHECK_MSG(tern_forward(mg, kv, &f, lg, NULL) == TERN_OK, "%s", tern_last_error());
     CHECK_MSG(!memcmp(lg, lg + V, (size_t)V * sizeof(float)), "%s forked row decodes differently", dir);
+    /* A block's bytes out of the GPU and into another block come back the
+     * same (the prompt cache on disk). */
+    size_t bb = tern_kv_block_bytes(kv);
+    unsigned char *b1 = malloc(bb), *b2 = malloc(bb);
+    int blk;
+    CHECK(tern_kv_block_alloc(kv, &blk) == TERN_OK);
+    tern_kv_block_save(kv, tern_kv_table(kv, rows[1])[0], b1);
+    tern_kv_block_load(kv, blk, b1);
+    tern_kv_block_save(kv, blk, b2);
+    CHECK_MSG(!memcmp(b1, b2, bb), "%s block save / load", dir);
+    tern_kv_block_release(kv, blk);
+    free(b1);
+    free(b2);
     free(lg);
     tern_kv_free(kv);
     for (int r = 0; r < 3; r++) free(ref[r]);
@@ -128,9 +141,24 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
 
 int main(void)
 {
+    /* Device names, with or without a GPU. */
     tern_exec *gpu;
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(tern_exec_create_device(1, bad[i], &gpu) == TERN_E_INVALID && gpu == NULL);
+        CHECK(strstr(tern_last_error(), "cpu or cuda[:N]") != NULL);
+    }
+    CHECK(tern_exec_create_device(1, "cpu", &gpu) == TERN_OK && gpu);
+    tern_exec_free(gpu);
     if (tern_exec_create_device(2, "cuda", &gpu) != TERN_OK) {
         printf("test_forward_cuda: skipped: %s\n", tern_last_error());
+        CHECK(strstr(tern_last_error(), "CUDA") != NULL);
+        /* A model asked onto the missing GPU is refused with that reason. */
+        tern_model_opts o = {.n_threads = 1, .device = "cuda"};
+        tern_model *m = NULL;
+        CHECK(tern_model_load("models/tern-demo-code-17m", &o, &m) == TERN_E_UNSUPPORTED && m == NULL);
+        CHECK(strstr(tern_last_error(), "CUDA") != NULL);
+        if (check_failures) return check_summary("forward_cuda");
         return 77;   /* scripts/run_unit_tests.sh: skipped */
     }
     const char *shared = check_shared_dir();
