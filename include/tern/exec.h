@@ -20,5 +20,12 @@ typedef struct tern_exec tern_exec;
 tern_status tern_exec_create(int n_threads, tern_exec **out);
 void tern_exec_free(tern_exec *x);
 int tern_exec_threads(const tern_exec *x);
+/* A context whose passes run on device: "cpu" (or NULL) is
+ * tern_exec_create; "cuda" or "cuda:N" also opens that GPU, and fails with
+ * TERN_E_UNSUPPORTED naming what is missing (no CUDA in this build, no
+ * usable device, a device older than sm_90). device borrowed. */
+tern_status tern_exec_create_device(int n_threads, const char *device, tern_exec **out);
+/* "cpu" or "cuda" (static string). */
+const char *tern_exec_device_name(const tern_exec *x);
 
 #endif

@@ -36,6 +36,10 @@ typedef struct {
     tern_weights_mode weights;
     tern_exec *exec;    /* borrowed: run on this context (it must outlive the model);
                            NULL = the model makes and owns its own */
+    const char *device; /* the own context's device (ignored with exec): "cpu",
+                           "cuda" or "cuda:N"; NULL = TERN_DEVICE env, else cpu.
+                           On a GPU the weights are uploaded once at load and
+                           the KV pools of tern_model_kv_create live there */
 } tern_model_opts;
 
 /* path (borrowed): a model directory (config.json + safetensors), a Hugging
@@ -81,6 +85,10 @@ const char *tern_model_type(const tern_model *m);
 size_t tern_model_weight_bytes(const tern_model *m);
 /* Bytes of weights read for one decoded token (all but the embedding gather). */
 size_t tern_model_decode_bytes(const tern_model *m);
+/* The read bandwidth of the model's GPU in GB/s, measured now (10 passes
+ * over 2 GiB with 16-byte loads, the weight stream's pattern); 0 for a
+ * model on the CPU or when the measurement fails. */
+double tern_model_device_bandwidth(tern_model *m);
 /* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
 const char *tern_model_weights_desc(const tern_model *m);
 /* Prints what a checkpoint is (architecture, shapes, parameters, bytes by

@@ -180,10 +180,15 @@ int tern_cmd_bench(int argc, char **argv)
      * compared with a triad measured right before it; the fraction of the
      * ceiling reported is the median over the runs. */
     double best_pre = 1e30, best_dec = 1e30, triads[100], fracs[100];
+    int on_gpu = 0;
     for (int r = 0; r < reps; r++) {
         waiter w;
         double tp = 0, td = 0;
-        triads[r] = G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
+        /* On a GPU the ceiling is the device's read bandwidth, measured
+         * likewise right before each run. */
+        double dev_bw = G ? tern_model_device_bandwidth(m) : 0.0;
+        triads[r] = dev_bw > 0 ? dev_bw : G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
+        on_gpu = dev_bw > 0;
         if (run(e, ids, P, 1, 1, &w)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
         tp = w.prefill_s;
         if (G) {
@@ -201,9 +206,11 @@ int tern_cmd_bench(int argc, char **argv)
     double ceiling = gbps > 0 ? gbps * 1e9 / bytes : 0.0;
     printf("model %s (%s), %.1f MB weights (%s), %.1f MB read per decoded token, kernels %s, load %.2f s\n",
            tern_model_dir(m), tern_model_type(m), tern_model_weight_bytes(m) / 1e6, tern_model_weights_desc(m),
-           bytes / 1e6, tern_cpu_kernels(), load_s);
-    printf("prefill %d tokens: %.1f tok/s | decode %d tokens: %.2f tok/s | triad %.1f GB/s -> ceiling %.2f tok/s "
-           "(median run at %.1f%% of its own triad's ceiling)\n", P, pre_tps, G, dec_tps, gbps, ceiling, 100.0 * frac);
+           bytes / 1e6, on_gpu ? "cuda" : tern_cpu_kernels(), load_s);
+    printf("prefill %d tokens: %.1f tok/s (%.2f ms) | decode %d tokens: %.2f tok/s (%.3f ms/token) | %s %.1f GB/s -> "
+           "ceiling %.2f tok/s (median run at %.1f%% of its own %s's ceiling)\n",
+           P, pre_tps, best_pre * 1e3, G, dec_tps, G ? best_dec * 1e3 / G : 0.0, on_gpu ? "device read" : "triad", gbps,
+           ceiling, 100.0 * frac, on_gpu ? "read" : "triad");
     double it1 = 0;
     char bjson[2048] = "";
     size_t bl = 0;

@@ -1,5 +1,6 @@
 /* Execution context (tern/exec.h, core/exec.h). */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/exec.h"
@@ -18,6 +19,7 @@ tern_status tern_exec_create(int n_threads, tern_exec **out)
         return st;
     }
     pthread_mutex_init(&x->lock, NULL);
+    x->device = -1;
     *out = x;
     return TERN_OK;
 }
@@ -25,6 +27,7 @@ tern_status tern_exec_create(int n_threads, tern_exec **out)
 void tern_exec_free(tern_exec *x)
 {
     if (!x) return;
+    if (x->device_free) x->device_free(x);
     tern_pool_free(x->pool);
     pthread_mutex_destroy(&x->lock);
     free(x->scratch);
@@ -57,3 +60,18 @@ void tern_exec_parallel(tern_exec *x, tern_pool_fn fn, void *arg, int n)
     tern_pool_run(x->pool, fn, arg, n);
     pthread_mutex_unlock(&x->lock);
 }
+
+int tern_exec_parse_device(const char *d)
+{
+    if (!d || !*d || !strcmp(d, "cpu")) return -1;
+    if (!strcmp(d, "cuda")) return 0;
+    if (strncmp(d, "cuda:", 5) || !d[5]) return -2;
+    long n = 0;
+    for (const char *p = d + 5; *p; p++) {
+        if (*p < '0' || *p > '9' || n > 1000) return -2;
+        n = n * 10 + (*p - '0');
+    }
+    return n > 1000 ? -2 : (int)n;
+}
+
+const char *tern_exec_device_name(const tern_exec *x) { return x->device < 0 ? "cpu" : "cuda"; }

@@ -7,6 +7,7 @@
 
 #include "io/model_dir.h"
 #include "model/gguf_tok.h"
+#include "model/backend.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
@@ -41,12 +42,17 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     if (!st && opts && opts->exec) {
         m->exec = opts->exec;
     } else if (!st) {
-        st = tern_exec_create(opts ? opts->n_threads : 0, &m->exec);
+        const char *dev = opts && opts->device ? opts->device : getenv("TERN_DEVICE");
+        st = tern_exec_create_device(opts ? opts->n_threads : 0, dev, &m->exec);
         m->own_exec = !st;
     }
-    if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
+    m->bk = &tern_backend_cpu;
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();
+    /* On a GPU the weights are read from the mapping once, to be uploaded:
+     * no host panels. */
+    if (!st && m->exec->cuda) st = tern_backend_cuda_load(m);
+    else if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
     if (st) {
         tern_model_free(m);
         return st;
@@ -59,6 +65,7 @@ void tern_model_free(tern_model *m)
 {
     if (!m) return;
     for (int l = 0; m->layers && l < m->cfg.n_layers; l++) free(m->layers[l].experts);
+    if (m->dev) tern_backend_cuda_unload(m);
     free(m->layers);
     if (m->own_exec) tern_exec_free(m->exec);
     if (m->arena) munmap(m->arena, m->arena_bytes);
@@ -101,6 +108,7 @@ size_t tern_model_decode_bytes(const tern_model *m)
 
 const char *tern_model_weights_desc(const tern_model *m)
 {
+    if (m->dev) return "uploaded to the GPU";
     if (!m->arena) return "mapped";
     if (!m->arena_floats) return "mapped, quantized in panels";
     return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
@@ -110,6 +118,7 @@ tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len,
                                  tern_kv **out)
 {
     tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len, block_tokens, n_blocks};
+    if (m->dev) return tern_backend_cuda_kv_create(m, &s, out);
     return tern_kv_create(&s, out);
 }
 

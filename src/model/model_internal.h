@@ -21,6 +21,7 @@ typedef struct {
     tern_dtype dt;
     int rows, cols;
     tern_wlayout layout;    /* TERN_WL_ROWS as bound; panels after tern_model_pack_weights */
+    const void *dev;        /* the CUDA backend's copy in device memory (borrowed), or NULL */
 } tern_weight;
 
 typedef struct {
@@ -39,6 +40,8 @@ typedef struct {
     tern_mlp *experts;              /* moe: n_experts of [moe_ffn, H] ... (owned array) */
 } tern_layer;
 
+typedef struct tern_backend_vt tern_backend_vt;   /* backend.h */
+
 struct tern_model {
     tern_model_config cfg;
     char dir[4096];
@@ -52,6 +55,8 @@ struct tern_model {
     int head_is_embed;              /* lm_head was bound to the embedding table */
     tern_exec *exec;                /* borrowed from the caller, or owned when own_exec */
     int own_exec;
+    const tern_backend_vt *bk;      /* the ops the forward runs: the exec's device */
+    void *dev;                      /* owned by the backend: device copies of the weights */
     tern_act_mode act_mode;
     size_t weight_bytes;            /* every weight tensor bound */
     void *arena;                    /* owned mapping: matmul weights in panels, or NULL */
