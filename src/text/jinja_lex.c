@@ -238,18 +238,19 @@ static void lex_string(lexer *lx, size_t at, size_t end_quote)
             jinja_buf_put(lx->rt, &b, u, jinja_utf8_encode(v, u));
         } else if (c == 'x' || c == 'u' || c == 'U') {
             int digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-            int32_t v = 0;
+            /* Up to 8 hex digits: accumulated unsigned (\UFFFFFFFF is 2^32 - 1). */
+            uint32_t v = 0;
             for (int k = 0; k < digits; k++) {
                 int h = i < end_quote ? hexval(s[i]) : -1;
                 if (h < 0)
                     lex_fail(lx, i, "truncated escape in string literal", 0);
-                v = v * 16 + h;
+                v = v * 16u + (uint32_t)h;
                 i++;
             }
-            if (v > 0x10ffff || v < 0)
+            if (v > 0x10ffff)
                 lex_fail(lx, i, "illegal Unicode character in string literal", 0);
             char u[4];
-            jinja_buf_put(lx->rt, &b, u, jinja_utf8_encode(v, u));
+            jinja_buf_put(lx->rt, &b, u, jinja_utf8_encode((int32_t)v, u));
         } else if (c == 'N') {
             lex_fail(lx, i - 2, "\\N{...} escapes are not supported", 0);
         } else {

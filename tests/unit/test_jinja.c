@@ -103,6 +103,10 @@ static void test_errors_with_lines(void)
     expect_error("{% for a, b in [1] %}{% endfor %}", TERN_E_INVALID, "not iterable");
     expect_error("{{ undefined_thing | tojson }}", TERN_E_INVALID, "not JSON serializable");
     expect_error("{{ 5(1) }}", TERN_E_INVALID, "not callable");
+    /* Found by fuzzing: eight hex digits used to overflow a signed int. */
+    expect_error("{{ '\\UFFFFFFFF' }}", TERN_E_FORMAT, "illegal Unicode character");
+    expect_error("{{ '\\U00110000' }}", TERN_E_FORMAT, "illegal Unicode character");
+    expect("{{ '\\U0001F600|\\u00e9' }}", "\xf0\x9f\x98\x80|\xc3\xa9");
     /* generators (select, map, ...) have no len() and are not JSON serializable, as in Jinja */
     expect_error("{{ messages | map(attribute='role') | tojson }}", TERN_E_INVALID, "generator is not JSON serializable");
     expect_error("{{ messages | selectattr('role') | length }}", TERN_E_INVALID, "has no len()");
