@@ -70,3 +70,50 @@ void tern_cpu_qpanel_pack_rows(const uint8_t *codes, const void *scales, const v
         }
     }
 }
+
+void tern_cpu_qpanel_pack_compact(tern_qform form, const uint8_t *codes, const uint16_t *d,
+                                  const uint16_t *dmin, const uint8_t *sc, const uint8_t *m, int nrows,
+                                  int K, void *dst)
+{
+    const tern_qform_info f = tern_qform_get(form);
+    const int per_unit = 32 / f.bits, units = f.group / per_unit, G = K / f.group, S = G / f.sbg;
+    const size_t crec = tern_qf_code_bytes(f), chunk = tern_qf_chunk_bytes(f);
+    const size_t lo_bytes = (size_t)units * TERN_QP_UNIT;
+    uint8_t *out = dst, *sreg = out + (size_t)G * crec;
+    memset(dst, 0, tern_qf_panel_bytes(f, K));
+    for (int j = 0; j < nrows; j++) {
+        const uint8_t *r = codes + (size_t)j * (size_t)K;
+        for (int g = 0; g < G; g++) {
+            uint8_t *rec = out + (size_t)g * crec;
+            const uint8_t *c = r + (size_t)g * f.group;
+            for (int u = 0; u < units; u++) {
+                uint8_t *o = rec + (size_t)u * TERN_QP_UNIT + 4 * j;
+                for (int i = 0; i < 4; i++) {
+                    int k = u * per_unit + i;
+                    o[i] = f.bits == 8 ? c[k] : (uint8_t)((c[k] & 15) | (c[k + 4] & 15) << 4);
+                }
+            }
+            if (f.hb) {
+                uint8_t *o = rec + lo_bytes + 4 * j;
+                for (int t = 0; t < 8 / f.hb; t++)
+                    for (int i = 0; i < 4; i++)
+                        o[i] |= (uint8_t)((c[4 * t + i] >> 4) << (f.hb * t));
+            }
+        }
+        for (int s = 0; s < S; s++) {
+            uint8_t *ch = sreg + (size_t)s * chunk;
+            memcpy(ch + 2 * j, d + (size_t)j * S + s, 2);
+            size_t hdr = 32;
+            if (f.sub == 2) {
+                memcpy(ch + 32 + 2 * j, dmin + (size_t)j * S + s, 2);
+                hdr = 64;
+            }
+            for (int gi = 0; gi < f.sbg && f.sub; gi++) {
+                size_t g = (size_t)s * f.sbg + gi;
+                uint8_t *sg = ch + hdr + (size_t)gi * TERN_QP_ROWS * f.sub;
+                sg[j] = sc[(size_t)j * G + g];
+                if (f.sub == 2) sg[TERN_QP_ROWS + j] = m[(size_t)j * G + g];
+            }
+        }
+    }
+}
