@@ -80,7 +80,9 @@ KERN_INLINE __m256i dot4(__m256i w, __m256i x)
 KERN_INLINE void tile_i8(int form, int bits, int mr, int pf, const tern_qact *a, int m0, const uint8_t *panel,
                          int h, const geom *q, float *y, long ldy, int nv)
 {
-    const int K = a->K, G = a->G, gs = a->group, units = gs * bits / 32;
+    /* a compact form's group is a constant: its loops unroll with immediate shifts */
+    const int gs = form ? tern_qform_get((tern_qform)form).group : a->group;
+    const int K = a->K, G = a->G, units = gs * bits / 32;
     const size_t rec = q->rec;
     const int hb = form == TERN_QF_AFFINE ? 0 : tern_qform_get((tern_qform)form).hb;
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -98,13 +100,33 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int pf, const tern_qact *a,
         __m256i is[MR];
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) is[i] = _mm256_setzero_si256();
+        __m256i hv = _mm256_setzero_si256();
+        if (hb) {
+            const uint8_t *hp = r + (size_t)units * TERN_QP_UNIT + 32 * h;
+            if (pf) _mm_prefetch((const char *)hp + PF_BYTES, _MM_HINT_T0);
+            hv = _mm256_load_si256((const __m256i *)hp);
+        }
         for (int u = 0; u < units; u++) {
             const uint8_t *up = r + (size_t)u * TERN_QP_UNIT + 32 * h;
             if (pf) _mm_prefetch((const char *)up + PF_BYTES, _MM_HINT_T0);
             __m256i v = _mm256_load_si256((const __m256i *)up);
             __m256i lo = _mm256_and_si256(v, low);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-            if (bits == 4) {
+            if (hb) {
+                /* codes with high bits: the nibbles of step t = 2u + e with the
+                 * high bits of that step above them (byte values < 64: at most
+                 * 2 * 63 * 127 per pair, no saturation) */
+                __m256i nib[2] = {lo, hi};
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    int t = 2 * u + e, sh = hb * t;
+                    __m256i hs = sh <= 4 ? _mm256_slli_epi32(hv, 4 - sh) : _mm256_srli_epi32(hv, sh - 4);
+                    __m256i c = _mm256_or_si256(nib[e], _mm256_and_si256(hs, hmask));
+#pragma GCC unroll 4
+                    for (int i = 0; i < MR; i++)
+                        if (i < mr) is[i] = _mm256_add_epi32(is[i], dot4(c, bcast4(xq[i] + k0 + 4 * t)));
+                }
+            } else if (bits == 4) {
                 int kb = k0 + u * 8;
 #pragma GCC unroll 4
                 for (int i = 0; i < MR; i++) {
@@ -121,21 +143,6 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int pf, const tern_qact *a,
                     is[i] = _mm256_add_epi32(is[i], dot4(lo, xb));
                     is[i] = _mm256_add_epi32(is[i], _mm256_slli_epi32(dot4(hi, xb), 4));
                 }
-            }
-        }
-        if (hb) {
-            /* the high bits, moved to bits 4.. of each byte (at most 48 * 127
-             * per pair: no saturation): 16 * high * x in the same sums */
-            const uint8_t *up = r + (size_t)units * TERN_QP_UNIT + 32 * h;
-            if (pf) _mm_prefetch((const char *)up + PF_BYTES, _MM_HINT_T0);
-            __m256i v = _mm256_load_si256((const __m256i *)up);
-            for (int t = 0; t < 8 / (hb ? hb : 1); t++) {
-                int sh = hb * t;
-                __m256i hv = sh <= 4 ? _mm256_slli_epi32(v, 4 - sh) : _mm256_srli_epi32(v, sh - 4);
-                hv = _mm256_and_si256(hv, hmask);
-#pragma GCC unroll 4
-                for (int i = 0; i < MR; i++)
-                    if (i < mr) is[i] = _mm256_add_epi32(is[i], dot4(hv, bcast4(xq[i] + k0 + 4 * t)));
             }
         }
         __m256 sc, bi;

@@ -85,7 +85,9 @@ KERN_INLINE __m512i bcast4(const int8_t *p)
 KERN_INLINE void tile_i8(int form, int bits, int mr, int P, int pf, const tern_qact *a, int m0,
                          const uint8_t *panel, const geom *q, float *y, long ldy, __mmask16 nmask)
 {
-    const int K = a->K, G = a->G, gs = a->group, units = gs * bits / 32;
+    /* a compact form's group is a constant: its loops unroll with immediate shifts */
+    const int gs = form ? tern_qform_get((tern_qform)form).group : a->group;
+    const int K = a->K, G = a->G, units = gs * bits / 32;
     const size_t rec = q->rec;
     const int hb = form == TERN_QF_AFFINE ? 0 : tern_qform_get((tern_qform)form).hb;
     const __m512i low = _mm512_set1_epi8(0x0f);
@@ -105,7 +107,30 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int P, int pf, const tern_q
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) is[i][p] = _mm512_setzero_si512();
-        if (bits == 4) {
+        if (hb) {
+            /* codes with high bits: the 4 codes of elements 4t .. 4t+3 of each
+             * lane are a nibble of low unit t / 2 with the high bits of step
+             * t put above it (byte values < 64), one dot product per step */
+            const uint8_t *hp = r + (size_t)units * TERN_QP_UNIT;
+            if (pf) _mm_prefetch((const char *)hp + PF_BYTES, _MM_HINT_T0);
+            const __m512i hv = _mm512_load_si512(hp);
+            for (int u = 0; u < units; u++) {
+                const uint8_t *up = r + (size_t)u * TERN_QP_UNIT;
+                if (pf) _mm_prefetch((const char *)up + PF_BYTES, _MM_HINT_T0);
+                __m512i v = _mm512_load_si512(up);
+                __m512i nib[2] = {_mm512_and_si512(v, low), _mm512_and_si512(_mm512_srli_epi16(v, 4), low)};
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    int t = 2 * u + e, sh = hb * t;
+                    __m512i h = sh <= 4 ? _mm512_slli_epi32(hv, 4 - sh) : _mm512_srli_epi32(hv, sh - 4);
+                    __m512i c = _mm512_or_si512(nib[e], _mm512_and_si512(h, hmask));
+                    int pt = P > 1 ? t % P : 0;
+#pragma GCC unroll 8
+                    for (int i = 0; i < MR; i++)
+                        if (i < mr) is[i][pt] = _mm512_dpbusd_epi32(is[i][pt], c, bcast4(xq[i] + k0 + 4 * t));
+                }
+            }
+        } else if (bits == 4) {
             const int su = P > 1 ? P / 2 : 1;  /* units per step: lo, hi of each */
             for (int u = 0; u < units; u += su) {
 #pragma GCC unroll 2
@@ -137,21 +162,6 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int P, int pf, const tern_q
                     for (int i = 0; i < MR; i++)
                         if (i < mr) is[i][s] = _mm512_dpbusd_epi32(is[i][s], v, bcast4(xq[i] + kb));
                 }
-            }
-        }
-        if (hb) {
-            /* the high bits, moved to bits 4.. of each byte: 16 * high * x in the same sums */
-            const uint8_t *up = r + (size_t)units * TERN_QP_UNIT;
-            if (pf) _mm_prefetch((const char *)up + PF_BYTES, _MM_HINT_T0);
-            __m512i v = _mm512_load_si512(up);
-            for (int t = 0; t < 8 / (hb ? hb : 1); t++) {
-                int sh = hb * t;
-                __m512i h = sh <= 4 ? _mm512_slli_epi32(v, 4 - sh) : _mm512_srli_epi32(v, sh - 4);
-                h = _mm512_and_si512(h, hmask);
-                int pt = P > 1 ? t % P : 0;
-#pragma GCC unroll 8
-                for (int i = 0; i < MR; i++)
-                    if (i < mr) is[i][pt] = _mm512_dpbusd_epi32(is[i][pt], h, bcast4(xq[i] + k0 + 4 * t));
             }
         }
         __m512 sc, bi;
