@@ -147,12 +147,15 @@ static void check_case(tern_pool *p1, tern_pool *p2, tern_dtype dt, int M, int K
 {
     gw w;
     gw_make(&w, dt, N, K);
-    /* the panel is the size of the file's blocks (K-quants: + 4 bytes per 256 for the six-bit scales) */
+    /* the panel is the size of the file's blocks (K-quants: + 4 bytes per 256 for the six-bit
+     * scales; each record padded to 64 bytes) */
     int be, bb;
     tern_dtype_block(dt, &be, &bb);
     size_t file = (size_t)tern_qp_count(N) * TERN_QP_ROWS * (size_t)(K / be) * (size_t)bb;
     size_t extra = dt == TERN_DT_Q4_K || dt == TERN_DT_Q5_K ? (size_t)tern_qp_count(N) * TERN_QP_ROWS * (size_t)K / 256 * 4 : 0;
-    CHECK_MSG(w.compact_bytes <= (file + extra + 63 * (size_t)tern_qp_count(N)),
+    tern_qform_info f = tern_qform_get(tern_gguf_qform(dt));
+    size_t records = (size_t)tern_qp_count(N) * (size_t)((K / f.group + f.rg - 1) / f.rg);
+    CHECK_MSG(w.compact_bytes <= file + extra + 63 * records,
               "%s compact panels %zu bytes, file blocks %zu", tern_dtype_name(dt), w.compact_bytes, file);
 
     size_t ny = (size_t)M * N;

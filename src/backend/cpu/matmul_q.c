@@ -99,20 +99,19 @@ typedef struct {
     size_t rec;                 /* panels: bytes per group record (of codes, compact forms) */
     int form;                   /* panels: tern_qform */
     tern_qform_info f;          /* compact forms */
-    const uint8_t *sreg;        /* compact forms: the panel's scale region */
+    const uint8_t *panel;       /* compact forms: the panel of n */
+    int G;
 } wrow;
 
 static wrow wrow_at(const tern_mm_out *o, int K, int n)
 {
     const tern_qmat *q = o->w;
     int bits = tern_dtype_bits(o->wdt), G = K / q->group;
-    wrow r = {o->layout != TERN_WL_ROWS, bits, q->group, q->sdt, NULL, NULL, NULL, 0, 0, 0, {0}, NULL};
+    wrow r = {o->layout != TERN_WL_ROWS, bits, q->group, q->sdt, NULL, NULL, NULL, 0, 0, 0, {0}, NULL, G};
     if (r.panels && q->form != TERN_QF_AFFINE) {
         r.form = q->form;
         r.f = tern_qform_get((tern_qform)q->form);
-        r.rec = tern_qf_code_bytes(r.f);
-        r.codes = (const uint8_t *)q->codes + (size_t)(n / TERN_QP_ROWS) * tern_qf_panel_bytes(r.f, K);
-        r.sreg = r.codes + (size_t)G * r.rec;
+        r.panel = (const uint8_t *)q->codes + (size_t)(n / TERN_QP_ROWS) * tern_qf_panel_bytes(r.f, K);
         r.j = n % TERN_QP_ROWS;
     } else if (r.panels) {
         r.rec = tern_qp_record_bytes(bits, q->group, q->sdt);
@@ -134,13 +133,15 @@ static unsigned code(const wrow *r, int k)
         return (r->codes[k >> 1] >> ((k & 1) * 4)) & 15u;
     }
     int g = k / r->group, kk = k % r->group, per = 32 / r->bits;
-    const uint8_t *u = r->codes + (size_t)g * r->rec + (size_t)(kk / per) * TERN_QP_UNIT + 4 * r->j;
+    const uint8_t *gc = r->codes + (size_t)g * r->rec, *ch;
+    if (r->form) tern_qf_locate(r->f, r->panel, r->G, g, &gc, &ch);
+    const uint8_t *u = gc + (size_t)(kk / per) * TERN_QP_UNIT + 4 * r->j;
     int i = kk % per;
     if (r->bits == 8) return u[i];
     unsigned c = (u[i & 3] >> ((i >> 2) * 4)) & 15u;
     if (r->form && r->f.hb) {
         /* the high unit follows the low ones: element 4t + i at bits hb*t of byte i */
-        const uint8_t *h = r->codes + (size_t)g * r->rec + (size_t)(r->group / per) * TERN_QP_UNIT + 4 * r->j;
+        const uint8_t *h = gc + (size_t)(r->group / per) * TERN_QP_UNIT + 4 * r->j;
         unsigned hv = (h[kk & 3] >> (r->f.hb * (kk >> 2))) & ((1u << r->f.hb) - 1u);
         c |= hv << 4;
     }
@@ -163,7 +164,8 @@ static void sb(const wrow *r, int g, float *s, float *b)
     }
     if (r->form) {
         const tern_qform_info f = r->f;
-        const uint8_t *ch = r->sreg + (size_t)(g / f.sbg) * tern_qf_chunk_bytes(f);
+        const uint8_t *gc, *ch;
+        tern_qf_locate(f, r->panel, r->G, g, &gc, &ch);
         const uint8_t *sg = ch + (f.sub == 2 ? 64 : 32) + (size_t)(g % f.sbg) * TERN_QP_ROWS * (size_t)f.sub;
         float d = f16_at(ch, (size_t)r->j);
         if (f.sub == 0) *s = d;

@@ -26,17 +26,17 @@ KERN_INLINE __m256 load_s8(const uint8_t *p, tern_dtype sdt)
     return _mm256_cvtph_ps(h);
 }
 
-/* Where a panel's group scales live (as in matmul_q_avx512.c). */
+/* A panel's geometry (as in matmul_q_avx512.c). */
 typedef struct {
     size_t rec, cb, ss;     /* code record stride; affine: codes bytes, scale size */
-    size_t sreg, chunk;     /* compact: scale region offset in a panel, bytes per superblock */
     size_t panel;           /* bytes per panel */
     tern_dtype sdt;
 } geom;
 
-/* s and b of group g for rows 8h .. 8h+7 (r: the group's record, p: the
- * panel), as qpanel.h defines them for form. */
-KERN_INLINE void scales(int form, const geom *q, const uint8_t *p, const uint8_t *r, int g, int h, __m256 *s,
+/* s and b of group g for rows 8h .. 8h+7 as qpanel.h defines them for
+ * form (r: the group's record in the affine form, its superblock's scales
+ * in a compact one). */
+KERN_INLINE void scales(int form, const geom *q, const uint8_t *r, int g, int h, __m256 *s,
                         __m256 *b)
 {
     if (form == TERN_QF_AFFINE) {
@@ -45,18 +45,17 @@ KERN_INLINE void scales(int form, const geom *q, const uint8_t *p, const uint8_t
         return;
     }
     const tern_qform_info f = tern_qform_get((tern_qform)form);
-    const uint8_t *ch = p + q->sreg + (size_t)(g / f.sbg) * q->chunk;
-    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ch + 16 * h)));
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 16 * h)));
     if (f.sub == 0) {
         *s = d;
     } else if (f.sub == 1) {
-        __m128i sc = _mm_loadl_epi64((const __m128i *)(ch + 32 + (size_t)(g % f.sbg) * TERN_QP_ROWS + 8 * h));
+        __m128i sc = _mm_loadl_epi64((const __m128i *)(r + 32 + (size_t)(g % f.sbg) * TERN_QP_ROWS + 8 * h));
         *s = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
     } else {
-        const uint8_t *o = ch + 64 + (size_t)(g % f.sbg) * 2 * TERN_QP_ROWS + 8 * h;
+        const uint8_t *o = r + 64 + (size_t)(g % f.sbg) * 2 * TERN_QP_ROWS + 8 * h;
         __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)o)));
         __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(o + 16))));
-        __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ch + 32 + 16 * h)));
+        __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 32 + 16 * h)));
         *s = _mm256_mul_ps(d, sc);
         *b = _mm256_xor_ps(_mm256_mul_ps(dm, mn), _mm256_set1_ps(-0.0f));
         return;
@@ -95,7 +94,8 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int pf, const tern_qact *a,
         acc[i] = _mm256_setzero_ps();
     }
     for (int g = 0; g < G; g++) {
-        const uint8_t *r = panel + (size_t)g * rec;
+        const uint8_t *r = panel + (size_t)g * rec, *sp = r;
+        if (form) tern_qf_locate(tern_qform_get((tern_qform)form), panel, G, g, &r, &sp);
         const int k0 = g * gs;
         __m256i is[MR];
 #pragma GCC unroll 4
@@ -146,7 +146,7 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int pf, const tern_qact *a,
             }
         }
         __m256 sc, bi;
-        scales(form, q, panel, r, g, h, &sc, &bi);
+        scales(form, q, sp, g, h, &sc, &bi);
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
             if (i >= mr) continue;
@@ -185,7 +185,8 @@ KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a
         acc[i] = _mm256_setzero_ps();
     }
     for (int g = 0; g < G; g++) {
-        const uint8_t *r = panel + (size_t)g * rec;
+        const uint8_t *r = panel + (size_t)g * rec, *sp = r;
+        if (form) tern_qf_locate(tern_qform_get((tern_qform)form), panel, G, g, &r, &sp);
         __m256 aq[MR];
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) aq[i] = _mm256_setzero_ps();
@@ -212,7 +213,7 @@ KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a
             }
         }
         __m256 sc, bi;
-        scales(form, g_, panel, r, g, h, &sc, &bi);
+        scales(form, g_, sp, g, h, &sc, &bi);
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
             if (i >= mr) continue;
@@ -237,7 +238,7 @@ KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a
 KERN_INLINE geom geom_of(int form, int bits, const tern_qact *a, const tern_mm_out *o)
 {
     const tern_qmat *q = o->w;
-    geom g = {0, 0, 0, 0, 0, 0, q->sdt};
+    geom g = {0, 0, 0, 0, q->sdt};
     if (form == TERN_QF_AFFINE) {
         g.rec = tern_qp_record_bytes(bits, a->group, q->sdt);
         g.cb = tern_qp_codes_bytes(bits, a->group);
@@ -245,9 +246,6 @@ KERN_INLINE geom geom_of(int form, int bits, const tern_qact *a, const tern_mm_o
         g.panel = (size_t)a->G * g.rec;
     } else {
         tern_qform_info f = tern_qform_get((tern_qform)form);
-        g.rec = tern_qf_code_bytes(f);
-        g.sreg = (size_t)a->G * g.rec;
-        g.chunk = tern_qf_chunk_bytes(f);
         g.panel = tern_qf_panel_bytes(f, a->K);
     }
     return g;

@@ -34,18 +34,17 @@ KERN_INLINE __m512 load_s16(const uint8_t *p, tern_dtype sdt)
     return _mm512_cvtph_ps(h);
 }
 
-/* Where a panel's group scales live: the affine form's records (scales
- * at cb into each record of rec bytes), or a compact form's scale region. */
+/* A panel's geometry: the affine form's records (scales at cb into each
+ * record of rec bytes), or a compact form's (qpanel.h tern_qf_locate). */
 typedef struct {
     size_t rec, cb, ss;     /* code record stride; affine: codes bytes, scale size */
-    size_t sreg, chunk;     /* compact: scale region offset in a panel, bytes per superblock */
     size_t panel;           /* bytes per panel */
     tern_dtype sdt;
 } geom;
 
-/* s and b of group g (r: the group's record, p: the panel), as qpanel.h
- * defines them for form. */
-KERN_INLINE void scales(int form, const geom *q, const uint8_t *p, const uint8_t *r, int g, __m512 *s,
+/* s and b of group g as qpanel.h defines them for form (r: the group's
+ * record in the affine form, its superblock's scales in a compact one). */
+KERN_INLINE void scales(int form, const geom *q, const uint8_t *r, int g, __m512 *s,
                         __m512 *b)
 {
     if (form == TERN_QF_AFFINE) {
@@ -54,18 +53,17 @@ KERN_INLINE void scales(int form, const geom *q, const uint8_t *p, const uint8_t
         return;
     }
     const tern_qform_info f = tern_qform_get((tern_qform)form);
-    const uint8_t *ch = p + q->sreg + (size_t)(g / f.sbg) * q->chunk;
-    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)ch));
+    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r));
     if (f.sub == 0) {
         *s = d;
     } else if (f.sub == 1) {
-        __m128i sc = _mm_loadu_si128((const __m128i *)(ch + 32 + (size_t)(g % f.sbg) * TERN_QP_ROWS));
+        __m128i sc = _mm_loadu_si128((const __m128i *)(r + 32 + (size_t)(g % f.sbg) * TERN_QP_ROWS));
         *s = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
     } else {
-        const uint8_t *o = ch + 64 + (size_t)(g % f.sbg) * 2 * TERN_QP_ROWS;
+        const uint8_t *o = r + 64 + (size_t)(g % f.sbg) * 2 * TERN_QP_ROWS;
         __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)o)));
         __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + 16))));
-        __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ch + 32)));
+        __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 32)));
         *s = _mm512_mul_ps(d, sc);
         *b = _mm512_xor_ps(_mm512_mul_ps(dm, mn), _mm512_set1_ps(-0.0f));
         return;
@@ -100,7 +98,8 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int P, int pf, const tern_q
         acc[i] = _mm512_setzero_ps();
     }
     for (int g = 0; g < G; g++) {
-        const uint8_t *r = panel + (size_t)g * rec;
+        const uint8_t *r = panel + (size_t)g * rec, *sp = r;
+        if (form) tern_qf_locate(tern_qform_get((tern_qform)form), panel, G, g, &r, &sp);
         const int k0 = g * gs;
         __m512i is[MR][4];
 #pragma GCC unroll 8
@@ -165,7 +164,7 @@ KERN_INLINE void tile_i8(int form, int bits, int mr, int P, int pf, const tern_q
             }
         }
         __m512 sc, bi;
-        scales(form, q, panel, r, g, &sc, &bi);
+        scales(form, q, sp, g, &sc, &bi);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             if (i >= mr) continue;
@@ -200,7 +199,8 @@ KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a
         acc[i] = _mm512_setzero_ps();
     }
     for (int g = 0; g < G; g++) {
-        const uint8_t *r = panel + (size_t)g * rec;
+        const uint8_t *r = panel + (size_t)g * rec, *sp = r;
+        if (form) tern_qf_locate(tern_qform_get((tern_qform)form), panel, G, g, &r, &sp);
         __m512 aq[MR];
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) aq[i] = _mm512_setzero_ps();
@@ -230,7 +230,7 @@ KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a
             }
         }
         __m512 sc, bi;
-        scales(form, g_, panel, r, g, &sc, &bi);
+        scales(form, g_, sp, g, &sc, &bi);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             if (i >= mr) continue;
@@ -247,7 +247,7 @@ KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a
 KERN_INLINE geom geom_of(int form, int bits, const tern_qact *a, const tern_mm_out *o)
 {
     const tern_qmat *q = o->w;
-    geom g = {0, 0, 0, 0, 0, 0, q->sdt};
+    geom g = {0, 0, 0, 0, q->sdt};
     if (form == TERN_QF_AFFINE) {
         g.rec = tern_qp_record_bytes(bits, a->group, q->sdt);
         g.cb = tern_qp_codes_bytes(bits, a->group);
@@ -255,9 +255,6 @@ KERN_INLINE geom geom_of(int form, int bits, const tern_qact *a, const tern_mm_o
         g.panel = (size_t)a->G * g.rec;
     } else {
         tern_qform_info f = tern_qform_get((tern_qform)form);
-        g.rec = tern_qf_code_bytes(f);
-        g.sreg = (size_t)a->G * g.rec;
-        g.chunk = tern_qf_chunk_bytes(f);
         g.panel = tern_qf_panel_bytes(f, a->K);
     }
     return g;
