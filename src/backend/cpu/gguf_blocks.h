@@ -1,6 +1,8 @@
-/* GGUF (ggml) block formats: dequantisation, and their decomposition into
- * the affine form w = s * code + b that the quantized panels of qpanel.h
- * hold, so that matmul_q's kernels run them.
+/* GGUF (ggml) block formats: dequantisation, their decomposition into the
+ * affine form w = s * code + b of qpanel.h (float32 or float16 s and b per
+ * group), and into the compact panel forms of qpanel.h (the block scales as
+ * stored), which the model's panel copies use; matmul_q's kernels run both,
+ * with bit-identical results.
  *
  * Block layouts (little-endian; d, dmin are float16):
  *   Q8_0  34 bytes / 32:  d, int8 q[32];                 w = q * d
