@@ -69,6 +69,13 @@ else
 endif
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/backend/cuda/*' | sort)
+# The model's CUDA backend (src/model/backend_cuda*.c) calls the CUDA ops;
+# without them its _none file refuses a GPU.
+ifeq ($(CUDA),1)
+  LIB_SRC := $(filter-out src/model/backend_cuda_none.c,$(LIB_SRC))
+else
+  LIB_SRC := $(filter-out src/model/backend_cuda.c src/model/backend_cuda_kv.c,$(LIB_SRC))
+endif
 CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
@@ -76,7 +83,8 @@ TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
 ifeq ($(FUZZ),1)
   # The fuzz targets reach the loaders, the text layer and the request parser only.
   LIB_SRC := $(filter src/core/% src/io/% src/text/% src/server/request.c src/server/anthropic.c \
-               src/server/json_out.c src/server/reply.c src/engine/sampler%.c src/engine/prng.c,$(LIB_SRC))
+               src/server/json_out.c src/server/reply.c src/engine/sampler%.c src/engine/prng.c \
+               src/model/gguf_tok.c,$(LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
@@ -89,7 +97,10 @@ WEB_OBJ  := $(WEB_SRC:src/server/web/%.html=$(B)/obj/gen/web_%.o)
 
 all: $(B)/tern $(TEST_BIN) $(CUDA_BINS)
 
-$(B)/libtern.a: $(LIB_OBJ) $(WEB_OBJ)
+# libtern holds the CUDA objects too (the model's CUDA backend calls them;
+# without nvcc they are none.o), so a program links libtern alone plus
+# CUDA_LIBS (tern.pc's Libs.private).
+$(B)/libtern.a: $(LIB_OBJ) $(WEB_OBJ) $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR  $@"
 	@rm -f $@ && ar rcs $@ $^
@@ -118,10 +129,10 @@ $(CU_B)/obj/%.o: %.cu
 	@echo "  NVCC $@"
 	@$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
-$(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a
+$(B)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJ) $(B)/libtern.a $(B)/libtern_cuda.a
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
-	@$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(LIBS) $(LDSAN)
+	@$(CC) $(CFLAGS_BASE) -Itests/unit -o $@ $< $(TEST_HELPER_OBJ) $(B)/libtern.a $(B)/libtern_cuda.a $(LIBS) $(CUDA_LIBS) $(LDSAN)
 
 $(B)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
@@ -182,14 +193,14 @@ LIBDIR  := $(PREFIX)/lib
 INCDIR  := $(PREFIX)/include
 TERN_VERSION := 0.1.0
 
-$(B)/libtern.so: $(LIB_OBJ) $(WEB_OBJ)
+$(B)/libtern.so: $(LIB_OBJ) $(WEB_OBJ) $(CU_OBJ)
 	@echo "  LD  $@"
-	@$(CC) $(LDSAN) -shared -pthread -Wl,-soname,libtern.so -o $@ $^ $(LIBS)
+	@$(CC) $(LDSAN) -shared -pthread -Wl,-soname,libtern.so -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
 $(B)/tern.pc:
 	@mkdir -p $(dir $@)
 	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: tern\nDescription: LLM inference engine and server\nVersion: %s\nLibs: -L$${libdir} -ltern\nLibs.private: %s\nCflags: -I$${includedir}\n' \
-	  "$(PREFIX)" "$(LIBDIR)" "$(INCDIR)" "$(TERN_VERSION)" "$(LIBS)" > $@
+	  "$(PREFIX)" "$(LIBDIR)" "$(INCDIR)" "$(TERN_VERSION)" "$(LIBS) $(CUDA_LIBS)" > $@
 
 install: $(B)/tern $(B)/libtern.a $(B)/libtern.so $(B)/tern.pc
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/tern $(DESTDIR)$(PREFIX)/bin

@@ -98,11 +98,11 @@ def aggregate(port, n, tokens, kind, eos_ids):
     return sum(got) / (end - t0), sum(got)
 
 
-def start_llama(path, gguf, threads, n, ctx=None):
+def start_llama(path, gguf, threads, n, ctx=None, extra=()):
     port = free_port()
     proc = subprocess.Popen([path, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-np", str(n),
                              "-c", str(ctx or max(n * 1024, 8192)), "--port", str(port), "--host", "127.0.0.1", "--no-webui",
-                             ],
+                             *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(1200):
         try:

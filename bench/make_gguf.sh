@@ -13,6 +13,11 @@
 # needs tokenizer.json + tokenizer_config.json (gen_bench_model.py copies the Qwen3 ones).
 # Nothing is written inside the repository. About 30 s and 0.9 GB of disk for the 0.46B model.
 #
+# GGUF_PRE=NAME: name the BPE pre-tokenizer (tokenizer.ggml.pre) instead of letting the
+# converter recognise it by hashing the tokenizer's output on a test string. The trained demo
+# models' tokenizer uses Qwen2's pre-tokenizer regex but its own vocabulary, which the
+# converter's table does not list; for them GGUF_PRE=qwen2 is the right name.
+#
 # Full sequence for the benchmark model:
 #   python3 tests/gen/gen_bench_model.py /work/bench-models/qwen3-0.46b
 #   bench/make_gguf.sh /work/bench-models/qwen3-0.46b   # -> /work/bench-models/qwen3-0.46b-f16.gguf
@@ -41,6 +46,19 @@ if [ ! -f "$conv" ]; then
     rm -rf "$LLAMACPP_DIR/extract"
 fi
 
-PYTHONPATH="$LLAMACPP_DIR/llama.cpp/gguf-py${PYTHONPATH:+:$PYTHONPATH}" \
-    python3 "$conv" "$MODEL_DIR" --outtype f16 --outfile "$OUT"
+if [ -n "${GGUF_PRE:-}" ]; then
+    # The converter run as a module with its pre-tokenizer lookup answered by GGUF_PRE.
+    PYTHONPATH="$LLAMACPP_DIR/llama.cpp:$LLAMACPP_DIR/llama.cpp/gguf-py${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 - "$conv" "$MODEL_DIR" --outtype f16 --outfile "$OUT" <<'PY'
+import os, runpy, sys
+from conversion import base
+base.TextModel.get_vocab_base_pre = lambda self, tokenizer: os.environ["GGUF_PRE"]
+conv = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(conv, run_name="__main__")
+PY
+else
+    PYTHONPATH="$LLAMACPP_DIR/llama.cpp/gguf-py${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$conv" "$MODEL_DIR" --outtype f16 --outfile "$OUT"
+fi
 ls -l "$OUT"

@@ -59,15 +59,17 @@ fi
 
 # 3. Configure and build: Release, CPU only, native ISA (AVX-512 / avx512_bf16 where present).
 # llama-server (the HTTP baseline of the batching benchmark) is configured only when asked for.
-server=OFF
+# The examples (llama-speculative, llama-lookup: the speculative baselines) likewise.
+server=OFF examples=OFF
 case " $LLAMACPP_TARGETS " in *" llama-server "*) server=ON ;; esac
+case " $LLAMACPP_TARGETS " in *" llama-speculative"*|*" llama-lookup"*) examples=ON ;; esac
 cmake -S llama.cpp -B build \
     -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENCL=OFF -DGGML_HIP=OFF \
     -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=$server \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=$examples -DLLAMA_BUILD_SERVER=$server \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF
 # shellcheck disable=SC2086
 cmake --build build --config Release -j "$JOBS" --target $LLAMACPP_TARGETS

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine needs to run the CUDA op harness, the device
-# benchmark and tern into DEST (default .dev/cuda): the binaries (stripped,
+# benchmark, the forward's GPU test (test_forward_cuda) and tern into DEST (default .dev/cuda): the binaries (stripped,
 # xz-compressed) and the Debian shared libraries tern links, which such a
 # machine may lack. There: tar -xJf DEST/bin.tar.xz -C DEST, then run
-# DEST/bin/ops_test, DEST/bin/bench_cuda, or LD_LIBRARY_PATH=DEST/lib DEST/bin/tern.
+# DEST/bin/ops_test, DEST/bin/bench_cuda, or LD_LIBRARY_PATH=DEST/lib DEST/bin/tern
+# (or DEST/bin/test_forward_cuda, from the repository root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-.dev/cuda}
 b=${B:-build}
-for f in "$b/ops_test" "$b/bench_cuda" "$b/tern"; do [ -x "$f" ] || { echo "missing $f (build with nvcc present)"; exit 1; }; done
+for f in "$b/ops_test" "$b/bench_cuda" "$b/tern" "$b/tests/test_forward_cuda"; do [ -x "$f" ] || { echo "missing $f (build with nvcc present)"; exit 1; }; done
 tmp=$(mktemp -d)
 mkdir -p "$tmp/bin" "$tmp/lib" "$dest"
-cp "$b/ops_test" "$b/bench_cuda" "$b/tern" "$tmp/bin/"
+cp "$b/ops_test" "$b/bench_cuda" "$b/tern" "$b/tests/test_forward_cuda" "$tmp/bin/"
 strip "$tmp/bin/"*
 # every library tern resolves outside glibc, the compiler runtime and CUDA
 ldd "$b/tern" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+)\.so|/cuda' \

@@ -10,6 +10,9 @@
 # and crash reproducers go under DIR (default: a temporary directory, removed
 # afterwards); the committed corpus is only read. A target passes when libFuzzer
 # finds nothing within its budget. The last line is "fuzz: N passed, N failed".
+# FUZZ_TIMEOUT (seconds, default 10) is the time one input may take before
+# libFuzzer calls it a hang; long campaigns that may be paused (SIGSTOP) need a
+# larger one, since a paused input's clock keeps running.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=20 runs="" dir="" targets=()
@@ -44,7 +47,7 @@ for t in "${targets[@]}"; do
   budget=(-max_total_time="$secs")
   [ -n "$runs" ] && budget=(-runs="$runs")
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$bin" "${budget[@]}" -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$bin" "${budget[@]}" -max_len="$(max_len "$t")" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$w/artifacts/" "$w/corpus" "$w/seeds" "tests/fuzz/corpus/$t" >"$w/log" 2>&1
   rc=$?
   line=$(grep -E '^#[0-9]+' "$w/log" | tail -1)

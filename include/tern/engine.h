@@ -62,14 +62,19 @@ typedef struct {
     uint64_t prompt_cache_namespace;  /* e.g. a hash of the tokenizer and chat template */
     /* Speculative decoding: a draft source proposes tokens that each row's
      * next forward verifies with the request's own sampler (lossless). */
-    int draft_kind;          /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM */
+    int draft_kind;          /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM / TERN_DRAFT_MODEL */
+    tern_model *draft_model; /* TERN_DRAFT_MODEL: borrowed (must outlive the engine), loaded on the
+                                target's execution context (tern_model_opts.exec) with the
+                                target's tokenizer; its KV pool shares the memory budget */
     int num_draft_tokens;    /* most drafted tokens per row and iteration; 0 = 4 */
     int ngram_min, ngram_max;/* n-gram lookup lengths; 0 = 1 and 4 */
-    int spec_budget;         /* most drafted tokens per iteration over all rows; 0 = 12
-                                (a fuller batch is compute-bound: drafting would slow it) */
+    int spec_budget;         /* most drafted tokens per iteration over all rows; 0 = 4 x max_batch
+                                (within it, the measured cost model decides how many) */
+    int spec_fixed;          /* 1 = every speculating row drafts num_draft_tokens each iteration
+                                (no cost model: the fixed-depth loop of mlx-lm) */
 } tern_engine_opts;
 
-enum { TERN_DRAFT_NONE = 0, TERN_DRAFT_NGRAM = 1 };
+enum { TERN_DRAFT_NONE = 0, TERN_DRAFT_NGRAM = 1, TERN_DRAFT_MODEL = 2 };
 enum { TERN_SPEC_POSITIONS = 16 };
 
 typedef struct {
@@ -167,6 +172,13 @@ void tern_request_cancel(tern_request *r);
 void tern_request_release(tern_request *r);
 
 void tern_engine_get_stats(tern_engine *e, tern_engine_stats *out);
+
+/* Loads a draft model (for TERN_DRAFT_MODEL) from path (borrowed): on
+ * target's execution context (opts' exec is replaced; opts may be NULL),
+ * after checking that its tokenizer gives every id the target's piece
+ * (TERN_E_INVALID names the first id that differs). *out owned; free it
+ * after the engines that use it and before the target. */
+tern_status tern_draft_model_load(const char *path, tern_model *target, const tern_model_opts *opts, tern_model **out);
 /* Bytes one KV position costs for this model (every layer). */
 size_t tern_engine_kv_bytes_per_token(const tern_model *m);
 

@@ -24,9 +24,11 @@ typedef struct {
     const int32_t *extra_eos;  /* borrowed: more ids that end generation */
     int n_extra_eos;
     int ignore_eos;            /* keep generating through end-of-sequence ids */
-    int draft_kind;            /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM (speculative decoding) */
+    int draft_kind;            /* TERN_DRAFT_NONE / _NGRAM / _MODEL (speculative decoding) */
+    tern_model *draft_model;   /* borrowed, for TERN_DRAFT_MODEL (tern_draft_model_load) */
     int num_draft_tokens;      /* 0 = 4 */
     int ngram_min, ngram_max;  /* 0 = 1 and 4 */
+    int spec_fixed;            /* 1 = draft num_draft_tokens every step (no cost model) */
 } tern_generate_opts;
 
 /* Return 0 to continue, non-zero to stop generation after this token. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "tern/exec.h"
 #include "tern/status.h"
 
 typedef struct tern_model tern_model;
@@ -30,9 +31,15 @@ typedef enum {
 } tern_weights_mode;
 
 typedef struct {
-    int n_threads;      /* compute threads; 0 = all online cores */
+    int n_threads;      /* compute threads; 0 = all online cores (ignored with exec) */
     tern_precision precision;
     tern_weights_mode weights;
+    tern_exec *exec;    /* borrowed: run on this context (it must outlive the model);
+                           NULL = the model makes and owns its own */
+    const char *device; /* the own context's device (ignored with exec): "cpu",
+                           "cuda" or "cuda:N"; NULL = TERN_DEVICE env, else cpu.
+                           On a GPU the weights are uploaded once at load and
+                           the KV pools of tern_model_kv_create live there */
 } tern_model_opts;
 
 /* path (borrowed): a model directory (config.json + safetensors), a Hugging
@@ -66,6 +73,9 @@ int tern_model_repo_id_parse(const char *spec, char *org, char *name, char *rev,
 void tern_hf_hub_cache_dir(char *out, size_t cap);
 
 int tern_model_vocab_size(const tern_model *m);
+/* The execution context the model runs on (borrowed; the model's own or
+ * the one it was loaded with). */
+tern_exec *tern_model_exec(const tern_model *m);
 int tern_model_max_context(const tern_model *m);
 /* End-of-sequence ids from config.json (borrowed array, *n set). */
 const int32_t *tern_model_eos_ids(const tern_model *m, int *n);
@@ -75,6 +85,10 @@ const char *tern_model_type(const tern_model *m);
 size_t tern_model_weight_bytes(const tern_model *m);
 /* Bytes of weights read for one decoded token (all but the embedding gather). */
 size_t tern_model_decode_bytes(const tern_model *m);
+/* The read bandwidth of the model's GPU in GB/s, measured now (10 passes
+ * over 2 GiB with 16-byte loads, the weight stream's pattern); 0 for a
+ * model on the CPU or when the measurement fails. */
+double tern_model_device_bandwidth(tern_model *m);
 /* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
 const char *tern_model_weights_desc(const tern_model *m);
 /* Prints what a checkpoint is (architecture, shapes, parameters, bytes by

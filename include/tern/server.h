@@ -29,9 +29,11 @@ typedef struct {
     int         no_prompt_cache;    /* --prompt-cache-bytes 0 */
     const char *prompt_cache_dir;   /* borrowed; NULL = memory only */
     size_t      prompt_cache_disk_bytes; /* cap of that directory (0 = 4 GB) */
-    int         draft_kind;         /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM */
+    int         draft_kind;         /* TERN_DRAFT_NONE / TERN_DRAFT_NGRAM / TERN_DRAFT_MODEL */
+    const char *draft_model_dir;    /* borrowed; TERN_DRAFT_MODEL: the draft model (same tokenizer) */
     int         num_draft_tokens;   /* 0 = engine default (4) */
     int         ngram_min, ngram_max;
+    int         spec_fixed;         /* --draft-fixed: draft num_draft_tokens every iteration */
     int         n_threads;          /* compute threads; 0 = all cores */
     int         precision;          /* a tern_precision value; 0 = default */
     int         weights;            /* a tern_weights_mode value; 0 = default */

@@ -1,4 +1,5 @@
 #include "cli/cli_util.h"
+#include "tern/engine.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -109,6 +110,34 @@ int cli_weights(const char *opt, const char *v, tern_weights_mode *out)
         fprintf(stderr, "tern: %s must be panels or mapped\n", opt);
         return -1;
     }
+    return 0;
+}
+
+int cli_draft_kind(const char *opt, const char *v, int *kind)
+{
+    if (!strcmp(v, "none")) *kind = TERN_DRAFT_NONE;
+    else if (!strcmp(v, "ngram")) *kind = TERN_DRAFT_NGRAM;
+    else if (!strcmp(v, "model")) *kind = TERN_DRAFT_MODEL;
+    else {
+        fprintf(stderr, "tern: %s must be none, ngram or model\n", opt);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_draft_resolve(const char *cmd, int given, const char *draft_model, int *kind)
+{
+    if (draft_model && given < 0) given = TERN_DRAFT_MODEL;
+    if (given < 0) given = TERN_DRAFT_NONE;
+    if (given == TERN_DRAFT_MODEL && !draft_model) {
+        fprintf(stderr, "tern %s: --draft-kind model needs --draft-model DIR\n", cmd);
+        return -1;
+    }
+    if (given != TERN_DRAFT_MODEL && draft_model) {
+        fprintf(stderr, "tern %s: --draft-model goes with --draft-kind model, not another kind\n", cmd);
+        return -1;
+    }
+    *kind = given;
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* tern bench --model DIR [--prompt-tokens 512] [--gen-tokens 128] [--threads N]
  *            [--precision f32|bf16] [--weights panels|mapped] [--reps R]
- *            [--batch 1,2,4,8,16] [--json]
+ *            [--batch 1,2,4,8,16] [--json] [--draft-kind none|ngram|model] [--draft-model DIR]
+ *            [--num-draft-tokens N] [--ngram-min N] [--ngram-max N]
  *
  * Everything runs through the engine (tern/engine.h), the scheduler the
  * server uses. Prefill: one request of prompt-tokens synthetic ids (time
@@ -11,7 +12,9 @@
  * weight bytes read per token), median over the runs. --batch B,...: B
  * requests decoding together: the mean iteration time (one forward over B
  * rows) and the aggregate tok/s, against B = 1. With --json the last line is
- * one JSON object. */
+ * one JSON object. The speculation flags are tern generate's: every run
+ * then decodes speculatively (the synthetic prompts give an n-gram drafter
+ * little to find; a draft model drafts on what the target generates). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +29,9 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: tern bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--threads N]\n"
-                    "       [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--batch 1,2,4,8,16] [--json]\n");
+                    "       [--precision f32|bf16] [--weights panels|mapped] [--reps R] [--batch 1,2,4,8,16] [--json]\n"
+                    "       [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens N]\n"
+                    "       [--ngram-min N] [--ngram-max N] [--draft-fixed]\n");
 }
 
 typedef struct {
@@ -106,12 +111,13 @@ static tern_status batch_step(tern_engine *e, const int32_t *ids, int G, int B, 
 
 int tern_cmd_bench(int argc, char **argv)
 {
-    const char *model_dir = NULL, *batch_s = NULL;
-    int P = 512, G = 128, reps = 3, json = 0;
+    const char *model_dir = NULL, *batch_s = NULL, *draft_dir = NULL;
+    int P = 512, G = 128, reps = 3, json = 0, kind = -1, fixed = 0, n_draft = 0, ng_min = 0, ng_max = 0;
     tern_model_opts mo = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--draft-fixed")) { fixed = 1; continue; }
         if (!strcmp(a, "--help")) { usage(); return 0; }
         if (!(v = cli_value(argc, argv, i))) return 2;
         i++;
@@ -124,18 +130,30 @@ int tern_cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--precision")) bad = cli_precision(a, v, &mo.precision);
         else if (!strcmp(a, "--weights")) bad = cli_weights(a, v, &mo.weights);
         else if (!strcmp(a, "--batch")) batch_s = v;
+        else if (!strcmp(a, "--draft-kind")) bad = cli_draft_kind(a, v, &kind);
+        else if (!strcmp(a, "--draft-model")) draft_dir = v;
+        else if (!strcmp(a, "--num-draft-tokens")) bad = cli_int(a, v, 1, 15, &n_draft);
+        else if (!strcmp(a, "--ngram-min")) bad = cli_int(a, v, 1, 64, &ng_min);
+        else if (!strcmp(a, "--ngram-max")) bad = cli_int(a, v, 1, 64, &ng_max);
         else { fprintf(stderr, "tern bench: unknown option %s\n", a); usage(); return 2; }
         if (bad) return 2;
     }
     if (!model_dir) { usage(); return 2; }
+    if (cli_draft_resolve("bench", kind, draft_dir, &kind)) return 2;
     int32_t *batches = NULL;
     int n_batches = 0;
     if (batch_s && cli_parse_ids(batch_s, &batches, &n_batches)) return 2;
     for (int i = 0; i < n_batches; i++)
         if (batches[i] < 1 || batches[i] > 256) { fprintf(stderr, "tern bench: --batch sizes must be in [1, 256]\n"); free(batches); return 2; }
-    tern_model *m;
+    tern_model *m, *dm = NULL;
     double load_s = tern_now();
     if (tern_model_load(model_dir, &mo, &m)) { fprintf(stderr, "tern: %s\n", tern_last_error()); free(batches); return 1; }
+    if (draft_dir && tern_draft_model_load(draft_dir, m, &mo, &dm)) {
+        fprintf(stderr, "tern: %s\n", tern_last_error());
+        tern_model_free(m);
+        free(batches);
+        return 1;
+    }
     load_s = tern_now() - load_s;
     int V = tern_model_vocab_size(m), rc = 1, maxb = 1;
     for (int i = 0; i < n_batches; i++) maxb = batches[i] > maxb ? batches[i] : maxb;
@@ -147,6 +165,12 @@ int tern_cmd_bench(int argc, char **argv)
     eo.prefill_step = P;
     eo.kv_tokens = (long)maxb * (P + G + 64);
     eo.no_prompt_cache = 1;   /* every run computes its prompt: the same ids come back each rep */
+    eo.draft_kind = kind;
+    eo.draft_model = dm;
+    eo.num_draft_tokens = n_draft;
+    eo.ngram_min = ng_min;
+    eo.ngram_max = ng_max;
+    eo.spec_fixed = fixed;
     if (!ids || tern_engine_create(m, &eo, &e)) { fprintf(stderr, "tern: %s\n", ids ? tern_last_error() : "out of memory"); goto done; }
     uint32_t s = 12345;
     for (int i = 0; i < P + maxb + 16; i++) { s = s * 1664525u + 1013904223u; ids[i] = (int32_t)((s >> 8) % (uint32_t)V); }
@@ -156,10 +180,15 @@ int tern_cmd_bench(int argc, char **argv)
      * compared with a triad measured right before it; the fraction of the
      * ceiling reported is the median over the runs. */
     double best_pre = 1e30, best_dec = 1e30, triads[100], fracs[100];
+    int on_gpu = 0;
     for (int r = 0; r < reps; r++) {
         waiter w;
         double tp = 0, td = 0;
-        triads[r] = G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
+        /* On a GPU the ceiling is the device's read bandwidth, measured
+         * likewise right before each run. */
+        double dev_bw = G ? tern_model_device_bandwidth(m) : 0.0;
+        triads[r] = dev_bw > 0 ? dev_bw : G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
+        on_gpu = dev_bw > 0;
         if (run(e, ids, P, 1, 1, &w)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
         tp = w.prefill_s;
         if (G) {
@@ -177,9 +206,11 @@ int tern_cmd_bench(int argc, char **argv)
     double ceiling = gbps > 0 ? gbps * 1e9 / bytes : 0.0;
     printf("model %s (%s), %.1f MB weights (%s), %.1f MB read per decoded token, kernels %s, load %.2f s\n",
            tern_model_dir(m), tern_model_type(m), tern_model_weight_bytes(m) / 1e6, tern_model_weights_desc(m),
-           bytes / 1e6, tern_cpu_kernels(), load_s);
-    printf("prefill %d tokens: %.1f tok/s | decode %d tokens: %.2f tok/s | triad %.1f GB/s -> ceiling %.2f tok/s "
-           "(median run at %.1f%% of its own triad's ceiling)\n", P, pre_tps, G, dec_tps, gbps, ceiling, 100.0 * frac);
+           bytes / 1e6, on_gpu ? "cuda" : tern_cpu_kernels(), load_s);
+    printf("prefill %d tokens: %.1f tok/s (%.2f ms) | decode %d tokens: %.2f tok/s (%.3f ms/token) | %s %.1f GB/s -> "
+           "ceiling %.2f tok/s (median run at %.1f%% of its own %s's ceiling)\n",
+           P, pre_tps, best_pre * 1e3, G, dec_tps, G ? best_dec * 1e3 / G : 0.0, on_gpu ? "device read" : "triad", gbps,
+           ceiling, 100.0 * frac, on_gpu ? "read" : "triad");
     double it1 = 0;
     char bjson[2048] = "";
     size_t bl = 0;
@@ -208,6 +239,7 @@ done:
     tern_engine_free(e);
     free(ids);
     free(batches);
+    tern_model_free(dm);
     tern_model_free(m);
     return rc;
 }

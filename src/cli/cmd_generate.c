@@ -1,7 +1,8 @@
 /* tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]
  *     [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]
  *     [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]
- *     [--draft-kind none|ngram] [--num-draft-tokens N] [--ngram-min N] [--ngram-max N] [--stats]
+ *     [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens N] [--ngram-min N]
+ *     [--ngram-max N] [--stats]
  *
  * Streams the generated text to stdout (or, with --ids-out, prints only the
  * generated ids comma-separated). --chat renders --prompt as one user message
@@ -23,7 +24,8 @@ static void usage(void)
             "usage: tern generate --model DIR (--prompt TEXT | --ids 1,2,3) [--chat] [--max-tokens N]\n"
             "       [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S]\n"
             "       [--repetition-penalty P] [--threads N] [--precision f32|bf16] [--weights panels|mapped] [--ids-out] [--ignore-eos]\n"
-            "       [--draft-kind none|ngram] [--num-draft-tokens N] [--ngram-min N] [--ngram-max N] [--stats]\n");
+            "       [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens N] [--ngram-min N]\n"
+            "       [--ngram-max N] [--draft-fixed] [--stats]\n");
 }
 
 typedef struct {
@@ -47,8 +49,8 @@ static int on_token(void *user, const tern_token_event *ev)
 
 int tern_cmd_generate(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL;
-    int chat = 0, ids_out = 0, want_stats = 0;
+    const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *draft_dir = NULL;
+    int chat = 0, ids_out = 0, want_stats = 0, kind = -1;
     tern_model_opts mo = {0};
     tern_generate_opts go;
     tern_generate_opts_default(&go);
@@ -58,6 +60,7 @@ int tern_cmd_generate(int argc, char **argv)
         if (!strcmp(a, "--ids-out")) { ids_out = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) { go.ignore_eos = 1; continue; }
         if (!strcmp(a, "--stats")) { want_stats = 1; continue; }
+        if (!strcmp(a, "--draft-fixed")) { go.spec_fixed = 1; continue; }
         if (!strcmp(a, "--help")) { usage(); return 0; }
         if (!(v = cli_value(argc, argv, i))) return 2;
         i++;
@@ -76,11 +79,8 @@ int tern_cmd_generate(int argc, char **argv)
         else if (!strcmp(a, "--prefill-chunk")) bad = cli_int(a, v, 1, 1 << 20, &go.prefill_chunk);
         else if (!strcmp(a, "--precision")) bad = cli_precision(a, v, &mo.precision);
         else if (!strcmp(a, "--weights")) bad = cli_weights(a, v, &mo.weights);
-        else if (!strcmp(a, "--draft-kind")) {
-            if (!strcmp(v, "ngram")) go.draft_kind = TERN_DRAFT_NGRAM;
-            else if (!strcmp(v, "none")) go.draft_kind = TERN_DRAFT_NONE;
-            else { fprintf(stderr, "tern generate: --draft-kind must be ngram or none (draft models are not supported yet)\n"); return 2; }
-        }
+        else if (!strcmp(a, "--draft-kind")) bad = cli_draft_kind(a, v, &kind);
+        else if (!strcmp(a, "--draft-model")) draft_dir = v;
         else if (!strcmp(a, "--num-draft-tokens")) bad = cli_int(a, v, 1, 15, &go.num_draft_tokens);
         else if (!strcmp(a, "--ngram-min")) bad = cli_int(a, v, 1, 64, &go.ngram_min);
         else if (!strcmp(a, "--ngram-max")) bad = cli_int(a, v, 1, 64, &go.ngram_max);
@@ -89,14 +89,17 @@ int tern_cmd_generate(int argc, char **argv)
     }
     if (!model_dir || (!prompt == !ids_s)) { usage(); return 2; }
     if (chat && !prompt) { fprintf(stderr, "tern generate: --chat needs --prompt\n"); return 2; }
+    if (cli_draft_resolve("generate", kind, draft_dir, &go.draft_kind)) return 2;
 
     int rc = 1, n = 0;
     int32_t *ids = NULL;
-    tern_model *m = NULL;
+    tern_model *m = NULL, *dm = NULL;
     tern_tokenizer *tok = NULL;
     gen_out out = {ids_out, 0, NULL};
     if (ids_s && cli_parse_ids(ids_s, &ids, &n)) return 2;
     if (tern_model_load(model_dir, &mo, &m)) goto fail;
+    if (draft_dir && tern_draft_model_load(draft_dir, m, &mo, &dm)) goto fail;
+    go.draft_model = dm;
     /* The tokenizer is needed for text in or text out. */
     if (prompt || !ids_out) {
         if (tern_tokenizer_load(tern_model_dir(m), &tok)) goto fail;
@@ -137,6 +140,7 @@ fail:
 done:
     tern_detok_free(out.detok);
     tern_tokenizer_free(tok);
+    tern_model_free(dm);
     tern_model_free(m);
     free(ids);
     return rc;

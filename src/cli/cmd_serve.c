@@ -26,7 +26,8 @@ static void usage(void)
             "       [--max-body-bytes 8388608] [--queue-size 64] [--threads N] [--precision f32|bf16] [--weights panels|mapped]\n"
             "       [--max-batch 16] [--prefill-interleave 256] [--memory-budget BYTES|NGB] [--prompt-cache-bytes BYTES|0]\n"
             "       [--prompt-cache-dir DIR] [--prompt-cache-disk-bytes BYTES]\n"
-            "       [--draft-kind none|ngram] [--num-draft-tokens 4] [--ngram-min 1] [--ngram-max 4]\n");
+            "       [--draft-kind none|ngram|model] [--draft-model DIR] [--num-draft-tokens 4] [--ngram-min 1]\n"
+            "       [--ngram-max 4] [--draft-fixed]\n");
 }
 
 static int log_level(const char *v)
@@ -41,14 +42,16 @@ int tern_cmd_serve(int argc, char **argv)
 {
     tern_server_opts o;
     tern_server_opts_default(&o);
+    int kind = -1;
     static const char *const ignored_valued[] = {"--allowed-origins", "--decode-concurrency", "--prompt-concurrency",
                                                  "--prompt-cache-size",
                                                  NULL};
     static const char *const ignored_flags[] = {"--trust-remote-code", "--use-default-chat-template", "--pipeline", NULL};
-    static const char *const refused[] = {"--adapter-path", "--draft-model", "--chat-template", NULL};
+    static const char *const refused[] = {"--adapter-path", "--chat-template", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        if (!strcmp(a, "--draft-fixed")) { o.spec_fixed = 1; continue; }
         int skip = 0;
         for (int k = 0; ignored_flags[k]; k++)
             if (!strcmp(a, ignored_flags[k])) skip = 1;
@@ -76,11 +79,8 @@ int tern_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--prefill-interleave")) bad = cli_int(a, v, 1, 1 << 24, &o.prefill_interleave);
         else if (!strcmp(a, "--memory-budget")) bad = cli_bytes(a, v, &o.memory_budget);
         else if (!strcmp(a, "--prompt-cache-dir")) o.prompt_cache_dir = v;
-        else if (!strcmp(a, "--draft-kind")) {
-            if (!strcmp(v, "ngram")) o.draft_kind = TERN_DRAFT_NGRAM;
-            else if (!strcmp(v, "none")) o.draft_kind = TERN_DRAFT_NONE;
-            else { fprintf(stderr, "tern serve: --draft-kind must be ngram or none (draft models are not supported yet)\n"); return 2; }
-        }
+        else if (!strcmp(a, "--draft-kind")) bad = cli_draft_kind(a, v, &kind);
+        else if (!strcmp(a, "--draft-model")) o.draft_model_dir = v;
         else if (!strcmp(a, "--num-draft-tokens")) bad = cli_int(a, v, 1, 15, &o.num_draft_tokens);
         else if (!strcmp(a, "--ngram-min")) bad = cli_int(a, v, 1, 64, &o.ngram_min);
         else if (!strcmp(a, "--ngram-max")) bad = cli_int(a, v, 1, 64, &o.ngram_max);
@@ -104,6 +104,7 @@ int tern_cmd_serve(int argc, char **argv)
         if (bad) return 2;
     }
     if (!o.model_dir) { usage(); return 2; }
+    if (cli_draft_resolve("serve", kind, o.draft_model_dir, &o.draft_kind)) return 2;
     if (o.temperature < 0 || o.top_p < 0 || o.top_p > 1 || o.min_p < 0 || o.min_p > 1) {
         fprintf(stderr, "tern serve: --temp must be >= 0, --top-p and --min-p in [0, 1]\n");
         return 2;

@@ -29,10 +29,9 @@ static int parse(const char *v, cli_device_kind *kind, int *index)
     return -1;
 }
 
-/* Opens the device once to prove it usable and names it; a command that
- * runs the forward is refused here, since the forward does not run on the
- * CUDA backend yet. */
-static int check_cuda(int index, int runs_forward)
+/* Opens the device once to prove it usable and names it; the model the
+ * command loads then runs there (TERN_DEVICE, read by tern_model_load). */
+static int check_cuda(int index)
 {
     tern_cuda *c = NULL;
     if (tern_cuda_open(index, &c) != TERN_OK) {
@@ -41,15 +40,13 @@ static int check_cuda(int index, int runs_forward)
     }
     snprintf(chosen_name, sizeof chosen_name, "cuda:%d %s", index, tern_cuda_describe(c));
     tern_cuda_close(c);
-    if (!runs_forward) return 0;
-    fprintf(stderr,
-            "tern: --device cuda:%d: found %s, but the model forward does not run on the CUDA backend yet "
-            "(its kernels are in src/backend/cuda, tested by build/ops_test); use --device cpu\n",
-            index, chosen_name + strlen("cuda:0 "));
-    return 1;
+    char v[32];
+    snprintf(v, sizeof v, "cuda:%d", index);
+    setenv("TERN_DEVICE", v, 1);
+    return 0;
 }
 
-int cli_take_device(int *argc, char **argv, int runs_forward)
+int cli_take_device(int *argc, char **argv)
 {
     const char *v = getenv("TERN_DEVICE");
     int out = 1;
@@ -74,7 +71,8 @@ int cli_take_device(int *argc, char **argv, int runs_forward)
         fprintf(stderr, "tern: --device must be cpu or cuda[:N], not '%s'\n", v);
         return 2;
     }
-    if (chosen == CLI_DEVICE_CUDA) return check_cuda(index, runs_forward);
+    if (chosen == CLI_DEVICE_CUDA) return check_cuda(index);
+    setenv("TERN_DEVICE", "cpu", 1);
     return 0;
 }
 

@@ -10,10 +10,10 @@
 typedef enum { CLI_DEVICE_CPU = 0, CLI_DEVICE_CUDA = 1 } cli_device_kind;
 
 /* Removes every "--device V" / "--device=V" from argv (argv[0] stays) and
- * records the last one (TERN_DEVICE sets the default). Returns 0, or 2 after
- * printing a usage error, or 1 after printing why the device is unusable
- * or, when runs_forward is set, that the forward does not run on it yet. */
-int cli_take_device(int *argc, char **argv, int runs_forward);
+ * records the last one (TERN_DEVICE sets the default); the choice is left in
+ * TERN_DEVICE, where tern_model_load finds it. Returns 0, or 2 after
+ * printing a usage error, or 1 after printing why the device is unusable. */
+int cli_take_device(int *argc, char **argv);
 
 /* The recorded choice and a description ("cpu", "cuda:0 NVIDIA H200 (...)"),
  * borrowed, static storage. */

@@ -34,7 +34,7 @@ const tern_cli_command tern_cli_commands[] = {
 /* Commands that load a model and so take --device (device_opt.h). */
 static int runs_model(const char *name)
 {
-    static const char *const names[] = {"logits", "generate", "bench", "inspect", "serve", NULL};
+    static const char *const names[] = {"logits", "generate", "bench", "inspect", "serve", "chat", NULL};
     for (int i = 0; names[i]; i++)
         if (!strcmp(name, names[i])) return 1;
     return 0;
@@ -46,7 +46,7 @@ static void usage(FILE *f)
     for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
         fprintf(f, "  %-12s %s\n", c->name, c->summary);
     fprintf(f, "\n`tern <command> --help` describes a command's options.\n");
-    fprintf(f, "logits, generate, bench, inspect and serve also take --device cpu|cuda[:N] (TERN_DEVICE).\n");
+    fprintf(f, "logits, generate, bench, inspect, serve and chat also take --device cpu|cuda[:N] (TERN_DEVICE).\n");
 }
 
 int main(int argc, char **argv)
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
     for (const tern_cli_command *c = tern_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name)) {
             if (runs_model(c->name)) {
-                int rc = cli_take_device(&argc, argv, strcmp(c->name, "inspect") != 0);
+                int rc = cli_take_device(&argc, argv);
                 if (rc) return rc;
             }
             return c->run(argc - 1, argv + 1);

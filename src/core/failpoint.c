@@ -43,3 +43,8 @@ void *tern_fp_realloc(tern_failpoint_site site, void *p, size_t n)
 {
     return hit(site) ? NULL : realloc(p, n ? n : 1);
 }
+
+void *tern_fp_aligned_alloc(tern_failpoint_site site, size_t align, size_t n)
+{
+    return hit(site) ? NULL : aligned_alloc(align, n ? n : align);
+}

@@ -17,5 +17,7 @@
 void *tern_fp_malloc(tern_failpoint_site site, size_t n);
 void *tern_fp_calloc(tern_failpoint_site site, size_t count, size_t size);
 void *tern_fp_realloc(tern_failpoint_site site, void *p, size_t n);
+/* align a power of two, n a multiple of it; free() releases it. */
+void *tern_fp_aligned_alloc(tern_failpoint_site site, size_t align, size_t n);
 
 #endif

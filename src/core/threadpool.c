@@ -8,8 +8,24 @@
 /* Jobs are published by bumping an atomic generation counter. Workers spin
  * on it for a short while after each job (a decode step issues hundreds of
  * small jobs, and a condition-variable wake-up costs ~10 us each) and only
- * then sleep on the condition variable. Within a job, tasks are claimed with
- * an atomic counter so uneven tasks balance themselves. */
+ * then sleep on the condition variable. Within a job, tasks are claimed from
+ * one atomic word holding the job's generation and its next task index, so
+ * uneven tasks balance themselves.
+ *
+ * A job is complete when its tasks are, not when every worker has looked at
+ * it: a worker that another process keeps off its core holds nothing up
+ * (it finds the job taken when it runs, and the claim word's generation
+ * tells it so). The job's fields live in one of two slots by generation;
+ * the next job but one reuses a slot only after this one completed, and a
+ * claim succeeds only while its generation is current, so a late worker
+ * never runs a task from stale fields. */
+typedef struct {
+    tern_pool_fn fn;
+    void *arg;
+    atomic_int n_tasks;
+    atomic_int done;            /* tasks finished */
+} job_slot;
+
 struct tern_pool {
     int n_threads;
     pthread_t *threads;
@@ -17,12 +33,10 @@ struct tern_pool {
     pthread_cond_t wake, done;
     atomic_ulong generation;    /* bumped per job */
     atomic_int quit;
-    atomic_int active;          /* workers still inside the current job */
     atomic_int sleepers;        /* workers blocked (or about to block) on wake */
-    tern_pool_fn fn;
-    void *arg;
-    int n_tasks;
-    atomic_int next;
+    atomic_int caller_waits;    /* the caller sleeps on done */
+    atomic_ullong claim;        /* generation << 32 | next task index */
+    job_slot slots[2];
 };
 
 /* Spin budget before sleeping, in nanoseconds. */
@@ -42,12 +56,25 @@ static long long now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void run_tasks(tern_pool *p)
+/* Runs tasks of job gen while any are left unclaimed. */
+static void run_tasks(tern_pool *p, unsigned long gen)
 {
+    job_slot *j = &p->slots[gen & 1];
+    unsigned long long c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
-        int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (i >= p->n_tasks) break;
-        p->fn(p->arg, i);
+        if ((c >> 32) != (gen & 0xffffffffu)) return;
+        unsigned i = (unsigned)(c & 0xffffffffu);
+        if (i >= (unsigned)atomic_load_explicit(&j->n_tasks, memory_order_relaxed)) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        j->fn(j->arg, (int)i);
+        int n = atomic_load_explicit(&j->n_tasks, memory_order_relaxed);
+        if (atomic_fetch_add(&j->done, 1) + 1 == n && atomic_load(&p->caller_waits)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        c = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
 }
 
@@ -82,12 +109,7 @@ static void *worker(void *vp)
     for (;;) {
         seen = wait_job(p, seen);
         if (atomic_load(&p->quit)) break;
-        run_tasks(p);
-        if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_tasks(p, seen);
     }
     return NULL;
 }
@@ -146,20 +168,24 @@ void tern_pool_run(tern_pool *p, tern_pool_fn fn, void *arg, int n_tasks)
         for (int i = 0; i < n_tasks; i++) fn(arg, i);
         return;
     }
-    p->fn = fn;
-    p->arg = arg;
-    p->n_tasks = n_tasks;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->active, p->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->generation, 1); /* seq_cst: ordered before the sleepers check */
+    /* The slot of this generation was last used two jobs ago, which
+     * completed; claims for it stopped when the previous job's began. */
+    unsigned long gen = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    job_slot *j = &p->slots[gen & 1];
+    j->fn = fn;
+    j->arg = arg;
+    atomic_store_explicit(&j->n_tasks, n_tasks, memory_order_relaxed);
+    atomic_store_explicit(&j->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->claim, (unsigned long long)(gen & 0xffffffffu) << 32, memory_order_release);
+    atomic_store(&p->generation, gen); /* seq_cst: ordered before the sleepers check */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    run_tasks(p);
+    run_tasks(p, gen);
     long long deadline = 0;
-    for (unsigned spins = 0; atomic_load_explicit(&p->active, memory_order_acquire) > 0; spins++) {
+    for (unsigned spins = 0; atomic_load_explicit(&j->done, memory_order_acquire) < n_tasks; spins++) {
         if ((spins & 255) == 255) {
             long long t = now_ns();
             if (!deadline) deadline = t + SPIN_NS;
@@ -167,10 +193,11 @@ void tern_pool_run(tern_pool *p, tern_pool_fn fn, void *arg, int n_tasks)
         }
         cpu_relax();
     }
-    if (atomic_load_explicit(&p->active, memory_order_acquire) > 0) {
+    if (atomic_load_explicit(&j->done, memory_order_acquire) < n_tasks) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->active) > 0)
-            pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->caller_waits, 1);
+        while (atomic_load(&j->done) < n_tasks) pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->caller_waits, 0);
         pthread_mutex_unlock(&p->mu);
     }
 }

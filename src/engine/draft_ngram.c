@@ -5,15 +5,17 @@
 
 #include "engine/drafter.h"
 
-static tern_status ng_open(const tern_drafter *d, void **state)
+static tern_status ng_open(tern_drafter *d, long reserve_tokens, void **state)
 {
-    *state = (void *)d;
+    (void)d;
+    (void)reserve_tokens;
+    *state = NULL;
     return TERN_OK;
 }
 
-static int ng_draft(void *state, const int32_t *hist, int n, int max, int32_t *out)
+static int ng_draft(tern_drafter *d, void *state, const int32_t *hist, int n, int max, int32_t *out)
 {
-    const tern_drafter *d = state;
+    (void)state;
     for (int g = d->ngram_max; g >= d->ngram_min && g >= 1; g--) {
         if (n <= g) continue;
         const int32_t *key = hist + n - g;
@@ -31,10 +33,14 @@ static int ng_draft(void *state, const int32_t *hist, int n, int max, int32_t *o
     return 0;
 }
 
-static void ng_close(void *state) { (void)state; }
+static void ng_close(tern_drafter *d, void *state)
+{
+    (void)d;
+    (void)state;
+}
 
 const tern_drafter_vtable tern_drafter_ngram = {
-    "ngram", TERN_PORT_TOKENS, ng_open, NULL, ng_draft, NULL, ng_close,
+    .name = "ngram", .ports = TERN_PORT_TOKENS, .open = ng_open, .draft = ng_draft, .close = ng_close,
 };
 
 tern_status tern_drafter_check(const tern_drafter *d, unsigned have)

@@ -24,7 +24,7 @@ void tern_engine_opts_default(tern_engine_opts *o)
     o->num_draft_tokens = 4;
     o->ngram_min = 1;
     o->ngram_max = 4;
-    o->spec_budget = 12;
+    o->spec_budget = 0;   /* 4 x max_batch */
 }
 
 void tern_request_opts_default(tern_request_opts *o)
@@ -67,12 +67,26 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     if (!o.num_draft_tokens) o.num_draft_tokens = d.num_draft_tokens;
     if (!o.ngram_min) o.ngram_min = d.ngram_min;
     if (!o.ngram_max) o.ngram_max = d.ngram_max;
-    if (!o.spec_budget) o.spec_budget = d.spec_budget;
+    if (o.spec_budget <= 0) o.spec_budget = 4 * (o.max_batch > 0 ? o.max_batch : 16);
     if (o.max_batch < 1 || o.max_batch > 1024) return tern_error(TERN_E_RANGE, "engine: max_batch %d out of [1, 1024]", o.max_batch);
     if (o.prefill_step < 1 || o.prefill_interleave < 1) return tern_error(TERN_E_RANGE, "engine: bad prefill step");
+    /* A slice beside decoding rows is never more than a whole step. */
+    if (o.prefill_interleave > o.prefill_step) o.prefill_interleave = o.prefill_step;
     if (o.queue_size < 1) return tern_error(TERN_E_RANGE, "engine: bad queue size");
-    if (o.draft_kind != TERN_DRAFT_NONE && o.draft_kind != TERN_DRAFT_NGRAM)
+    if (o.draft_kind != TERN_DRAFT_NONE && o.draft_kind != TERN_DRAFT_NGRAM && o.draft_kind != TERN_DRAFT_MODEL)
         return tern_error(TERN_E_UNSUPPORTED, "engine: unknown draft kind %d", o.draft_kind);
+    if (o.draft_kind == TERN_DRAFT_MODEL) {
+        if (!o.draft_model) return tern_error(TERN_E_INVALID, "engine: draft kind model without a draft model");
+        if (tern_model_exec(o.draft_model) != tern_model_exec(m))
+            return tern_error(TERN_E_INVALID,
+                              "engine: the draft model must run on the target's execution context (load it with "
+                              "tern_model_opts.exec = the target's)");
+        if (tern_model_vocab_size(o.draft_model) > tern_model_vocab_size(m))
+            return tern_error(TERN_E_INVALID, "engine: the draft model's vocabulary (%d) is larger than the target's (%d)",
+                              tern_model_vocab_size(o.draft_model), tern_model_vocab_size(m));
+    } else {
+        o.draft_model = NULL;
+    }
     if (o.num_draft_tokens < 1 || o.num_draft_tokens > TERN_SPEC_POSITIONS - 1)
         return tern_error(TERN_E_RANGE, "engine: num_draft_tokens must be in [1, %d]", TERN_SPEC_POSITIONS - 1);
     if (o.ngram_min < 1 || o.ngram_max < o.ngram_min || o.ngram_max > 64)
@@ -80,6 +94,9 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     int ctx = tern_model_max_context(m);
     if (o.max_context <= 0) o.max_context = ctx;
     size_t per_tok = tern_model_kv_bytes_per_token(m);
+    /* A draft model keeps a row per target row: its blocks come from the
+     * same budget, block for block. */
+    size_t per_tok_all = per_tok + (o.draft_model ? tern_model_kv_bytes_per_token(o.draft_model) : 0);
     long bt = TERN_KV_BLOCK_TOKENS, n_blocks;
     if (o.kv_tokens > 0) {
         n_blocks = (o.kv_tokens + bt - 1) / bt;
@@ -89,7 +106,7 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
             size_t avail = mem_available();
             budget = avail ? avail / 2 : (size_t)1 << 30;
         }
-        n_blocks = (long)(budget / (per_tok * (size_t)bt));
+        n_blocks = (long)(budget / (per_tok_all * (size_t)bt));
         /* More than every row at full context is never needed. */
         long most = (long)o.max_batch * ((o.max_context + bt - 1) / bt);
         if (n_blocks > most) n_blocks = most;
@@ -106,31 +123,29 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
     e->drafter.vt = &tern_drafter_ngram;
     e->drafter.ngram_min = o.ngram_min;
     e->drafter.ngram_max = o.ngram_max;
-    if (o.draft_kind != TERN_DRAFT_NONE) {
-        /* The model gives its token history and nothing else yet. */
-        tern_status ps = tern_drafter_check(&e->drafter, TERN_PORT_TOKENS);
-        if (ps) {
-            pthread_mutex_destroy(&e->mu);
-            pthread_cond_destroy(&e->cv);
-            free(e);
-            return ps;
-        }
-    }
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     tern_status st = tern_model_kv_create(m, o.max_batch, o.max_context, 0, n_blocks, &e->kv);
-    size_t B = (size_t)o.max_batch, T = (size_t)o.prefill_step + B;
+    if (!st && o.draft_kind == TERN_DRAFT_MODEL)
+        st = tern_drafter_model_init(&e->drafter, o.draft_model, o.max_batch, o.max_context, n_blocks);
+    /* The target gives its token history and nothing else yet. */
+    if (!st && o.draft_kind != TERN_DRAFT_NONE) st = tern_drafter_check(&e->drafter, TERN_PORT_TOKENS);
+    /* An iteration feeds each row's pending token, at most spec_budget
+     * drafted ones, and prompt chunks of at most prefill_step tokens; it
+     * asks for at most one output per row plus one per draft. */
+    size_t B = (size_t)o.max_batch, T = (size_t)o.prefill_step + B + (size_t)o.spec_budget;
     if (!st) {
         e->active = calloc(B, sizeof *e->active);
         e->b_rows = calloc(B, sizeof *e->b_rows);
         e->b_ntok = calloc(B, sizeof *e->b_ntok);
         e->spec_rows = calloc(B, sizeof *e->spec_rows);
+        e->jobs = calloc(B, sizeof *e->jobs);
         e->s_rows = calloc(B, sizeof *e->s_rows);
         e->b_tokens = calloc(T, sizeof *e->b_tokens);
         e->b_want = calloc(T, 1);
-        e->logits = malloc((B + TERN_SPEC_POSITIONS) * (size_t)e->vocab * sizeof *e->logits);
+        e->logits = malloc((B + (size_t)o.spec_budget) * (size_t)e->vocab * sizeof *e->logits);
         e->pc_blocks = calloc((size_t)(o.max_context / TERN_KV_BLOCK_TOKENS + 1), sizeof *e->pc_blocks);
-        if (!e->active || !e->b_rows || !e->b_ntok || !e->spec_rows || !e->s_rows || !e->b_tokens || !e->b_want ||
+        if (!e->active || !e->b_rows || !e->b_ntok || !e->spec_rows || !e->jobs || !e->s_rows || !e->b_tokens || !e->b_want ||
             !e->logits || !e->pc_blocks)
             st = tern_error(TERN_E_NOMEM, "engine: out of memory");
     }
@@ -194,6 +209,9 @@ void tern_request_free_rows(tern_engine *e, tern_request *r)
             e->rows_used--;
             w->kv_row = -1;
         }
+        if (w->drafting) e->drafter.vt->close(&e->drafter, w->dstate);
+        w->drafting = 0;
+        w->dstate = NULL;
         free(w->hist);
         free(w->work);
         free(w->lp);
@@ -292,12 +310,14 @@ void tern_engine_free(tern_engine *e)
     for (int i = 0; i < e->n_active; i++) tern_engine_finish_request(e, e->active[i]);
     tern_pcache_free(e->pc);
     tern_pdisk_close(e->disk);
+    if (e->drafter.vt && e->drafter.vt->destroy) e->drafter.vt->destroy(&e->drafter);
     tern_kv_free(e->kv);
     free(e->pc_blocks);
     free(e->active);
     free(e->b_rows);
     free(e->b_ntok);
     free(e->spec_rows);
+    free(e->jobs);
     free(e->s_rows);
     free(e->b_tokens);
     free(e->b_want);

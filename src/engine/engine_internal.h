@@ -29,6 +29,8 @@ typedef struct {
     /* Speculation: this iteration's draft, and the row's acceptance rate. */
     int32_t draft[TERN_SPEC_POSITIONS];
     int n_draft, depth;
+    int drafting;              /* the drafter opened a state for this row (else no speculation) */
+    void *dstate;              /* owned drafter row state (may be NULL when drafting) */
     double accept_rate;
     /* Filled by the parallel sampling phase of an iteration. */
     const float *logits;       /* borrowed row of the iteration's logits */
@@ -55,8 +57,11 @@ struct tern_request {
     struct tern_request *next; /* waiting line */
     req_state state;
     int n_fed;                 /* prompt tokens fed so far */
+    int n_prefill;             /* prompt tokens the prefill feeds: all, or all but the last when
+                                  speculating (tail split: the last one heads the first verify) */
     int cached;                /* prompt tokens taken from the prompt cache */
     int chunk;                 /* prompt tokens in the current iteration */
+    int in_iter;               /* its prompt is part of the current iteration (chunk may be 0) */
     eng_row *rows;             /* owned, [n] */
     tern_finish *finish;       /* owned, [n] */
     int *generated;            /* owned, [n] */
@@ -95,11 +100,15 @@ struct tern_engine {
     int *b_rows, *b_ntok;
     int32_t *b_tokens;
     uint8_t *b_want;
-    float *logits;             /* [max_batch + TERN_SPEC_POSITIONS, vocab] */
+    float *logits;             /* [max_batch + spec_budget, vocab] */
+    /* Iteration time against tokens fed, t = t0 + c T: a least-squares fit
+     * over recent iterations with rows decoding, older ones decaying. */
+    double fit_w, fit_T, fit_t, fit_TT, fit_Tt;
     tern_drafter drafter;
     int n_spec;                /* rows verifying a draft this iteration */
     eng_row **spec_rows;       /* [max_batch] */
     eng_row **s_rows;          /* rows to sample this iteration */
+    tern_draft_job *jobs;      /* [max_batch] batched drafting */
     int n_s;
 };
 

@@ -87,6 +87,12 @@ static tern_status prepare_request(tern_engine *e, tern_request *r, tern_kv_prep
         }
     }
     if (!st) *n_cached = k;
+    /* Each choice's drafter state; a row whose open fails (say the draft
+     * model's pool is full) just decodes plainly. */
+    for (int i = 0; !st && r->spec > 0 && i < r->n; i++) {
+        eng_row *w = &r->rows[i];
+        w->drafting = e->drafter.vt->open(&e->drafter, total, &w->dstate) == TERN_OK;
+    }
     return st;
 }
 
@@ -105,6 +111,7 @@ static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps,
         w->sp.seed = r->o.sampling.seed + (uint64_t)c;
         w->accept_rate = 1.0;
     }
+    r->n_prefill = r->spec > 0 && r->n_prompt >= 2 ? r->n_prompt - 1 : r->n_prompt;
     if (e->pc) tern_pcache_note(e->pc, n_cached);
     if (n_cached) {
         /* Its table holds blocks(P + 1) >= n_cached entries: cannot fail. */
@@ -284,7 +291,27 @@ static void ema(double *v, double x)
     *v = *v > 0 ? 0.8 * *v + 0.2 * x : x;
 }
 
-enum { SPEC_MAX_ROWS = 4 };
+/* Adds one iteration (T tokens in secs) to the cost fit. */
+static void fit_add(tern_engine *e, double T, double secs)
+{
+    const double keep = 0.97;
+    e->fit_w = keep * e->fit_w + 1;
+    e->fit_T = keep * e->fit_T + T;
+    e->fit_t = keep * e->fit_t + secs;
+    e->fit_TT = keep * e->fit_TT + T * T;
+    e->fit_Tt = keep * e->fit_Tt + T * secs;
+}
+
+/* t0 and c of the fit; 0 when the recent iterations do not spread over
+ * enough sizes to tell them apart. */
+static int fit_get(const tern_engine *e, double *t0, double *c)
+{
+    double w = e->fit_w, var = w * e->fit_TT - e->fit_T * e->fit_T;
+    if (w < 4 || var < 0.25 * w * w) return 0;   /* T's spread under 0.5 tokens */
+    *c = (w * e->fit_Tt - e->fit_T * e->fit_t) / var;
+    *t0 = (e->fit_t - *c * e->fit_T) / w;
+    return *c > 0 && *t0 > 0;
+}
 
 typedef struct {
     eng_row *w;
@@ -298,7 +325,8 @@ static int more_likely(const void *a, const void *b)
 }
 
 /* How deep each decoding row drafts this iteration. With the measured cost
- * model of an iteration, t(T) = t0 + c T over T tokens, and a row's k-th
+ * model of an iteration, t(T) = t0 + c T over T tokens (fit_get; before it
+ * can tell, the decode-only and per-token averages), and a row's k-th
  * draft token kept with chance rate^k, a token is worth verifying when it
  * raises the expected tokens per second: p > c (N + A) / (t0 + c (N + D))
  * for the N rows, A expected accepted and D drafted so far, most likely
@@ -307,15 +335,7 @@ static int more_likely(const void *a, const void *b)
  * measured, spec_budget tokens are shared evenly. */
 static void plan_drafts(tern_engine *e, int decoding)
 {
-    /* Measured (docs/BENCHMARKS.md): past SPEC_MAX_ROWS decoding rows the
-     * verify windows cost more than they save on this class of machine, so
-     * the batch decodes plainly. */
-    if (decoding > SPEC_MAX_ROWS) {
-        for (int i = 0; i < e->n_active; i++)
-            for (int c = 0; c < e->active[i]->n; c++) e->active[i]->rows[c].depth = 0;
-        return;
-    }
-    int n_slots = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
+    int n_slots = 0, n_fixed = 0, cap = decoding * (TERN_SPEC_POSITIONS - 1);
     draft_slot *slots = cap > 0 ? malloc((size_t)cap * sizeof *slots) : NULL;
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
@@ -323,8 +343,15 @@ static void plan_drafts(tern_engine *e, int decoding)
         for (int c = 0; c < r->n; c++) {
             eng_row *w = &r->rows[c];
             w->depth = 0;
-            if (w->done || r->spec <= 0) continue;
+            if (w->done || r->spec <= 0 || !w->drafting) continue;
             int room = r->max_tokens - r->generated[c] - 1, most = r->spec < room ? r->spec : room;
+            if (e->o.spec_fixed) {
+                /* Every row to its full depth, within the budget. */
+                int left = e->o.spec_budget - n_fixed;
+                w->depth = most < left ? (most > 0 ? most : 0) : left;
+                n_fixed += w->depth;
+                continue;
+            }
             double p = 1.0;
             for (int k = 1; k <= most && slots && n_slots < cap; k++) {
                 p *= w->accept_rate > 0.05 ? w->accept_rate : 0.05;
@@ -337,13 +364,21 @@ static void plan_drafts(tern_engine *e, int decoding)
         return;
     }
     qsort(slots, (size_t)n_slots, sizeof *slots, more_likely);
-    double cst = e->ema_token_s, t0 = e->ema_decode_s - cst * e->ema_decode_rows;
-    int measured = cst > 0 && e->ema_decode_s > 0;
-    if (t0 < cst) t0 = cst;
+    double cst, t0;
+    int measured = fit_get(e, &t0, &cst);
+    if (!measured) {
+        cst = e->ema_token_s;
+        t0 = e->ema_decode_s - cst * e->ema_decode_rows;
+        measured = cst > 0 && e->ema_decode_s > 0;
+        if (t0 < cst) t0 = cst;
+    }
+    /* A drafter with a cost of its own (a draft model: one step per draft
+     * depth, all rows together) adds it to the token's price. */
+    double ds = e->drafter.step_seconds;
     double A = 0;
     int D = 0;
     for (int i = 0; i < n_slots && D < e->o.spec_budget; i++) {
-        if (measured && slots[i].p <= cst * (decoding + A) / (t0 + cst * (decoding + D))) break;
+        if (measured && slots[i].p * (t0 + cst * (decoding + D) + ds * D) <= (cst + ds) * (decoding + A)) break;
         if (!measured && D >= e->o.spec_budget / (decoding > 0 ? decoding : 1) * decoding) break;
         slots[i].w->depth++;
         A += slots[i].p;
@@ -440,14 +475,47 @@ int tern_engine_iterate(tern_engine *e)
     plan_drafts(e, decoding);
     e->n_spec = 0;
     e->n_s = 0;
+    /* Drafts first: every row that speculates this iteration, batched when
+     * the drafter can (a draft model: one forward per depth). */
+    int n_jobs = 0;
+    for (int i = 0; i < e->n_active; i++) {
+        tern_request *r = e->active[i];
+        if (r->state != REQ_DECODE) continue;
+        for (int c = 0; c < r->n; c++) {
+            eng_row *w = &r->rows[c];
+            w->n_draft = 0;
+            if (w->done || w->depth <= 0 || !w->drafting) continue;
+            e->jobs[n_jobs++] = (tern_draft_job){w->dstate, w->hist, w->n_hist, w->depth, w->draft, 0, &w->sp, w->step};
+        }
+    }
+    if (n_jobs && e->drafter.vt->draft_rows) {
+        e->drafter.vt->draft_rows(&e->drafter, e->jobs, n_jobs);
+    } else {
+        for (int j = 0; j < n_jobs; j++) {
+            tern_draft_job *J = &e->jobs[j];
+            J->n_out = e->drafter.vt->draft(&e->drafter, J->state, J->hist, J->n_hist, J->max, J->out);
+        }
+    }
+    for (int j = 0, k = 0; j < n_jobs; k++) {
+        tern_request *r = e->active[k];
+        if (r->state != REQ_DECODE) continue;
+        for (int c = 0; c < r->n; c++) {
+            eng_row *w = &r->rows[c];
+            if (w->done || w->depth <= 0 || !w->drafting) continue;
+            tern_draft_job *J = &e->jobs[j++];
+            int nd = J->n_out < 0 ? 0 : J->n_out > w->depth ? w->depth : J->n_out;
+            /* A proposal the target cannot take ends the draft there. */
+            for (int t = 0; t < nd; t++)
+                if (w->draft[t] < 0 || w->draft[t] >= e->vocab) nd = t;
+            w->n_draft = nd;
+        }
+    }
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
         if (r->state != REQ_DECODE) continue;
         for (int c = 0; c < r->n; c++) {
             eng_row *w = &r->rows[c];
             if (w->done) continue;
-            w->n_draft = 0;
-            if (w->depth > 0) w->n_draft = e->drafter.vt->draft(&e->drafter, w->hist, w->n_hist, w->depth, w->draft);
             e->b_rows[nb] = w->kv_row;
             e->b_ntok[nb++] = 1 + w->n_draft;
             e->b_tokens[T] = w->pending;
@@ -473,9 +541,12 @@ int tern_engine_iterate(tern_engine *e)
     for (int i = 0; i < e->n_active && budget > 0; i++) {
         tern_request *r = e->active[i];
         if (r->state != REQ_PREFILL) continue;
-        int chunk = r->n_prompt - r->n_fed < budget ? r->n_prompt - r->n_fed : budget;
+        int chunk = r->n_prefill - r->n_fed < budget ? r->n_prefill - r->n_fed : budget;
         r->chunk = chunk;
+        r->in_iter = 1;
         budget -= chunk;
+        r->target_calls++;
+        if (!chunk) continue;   /* tail split over a prompt cached whole but its last token */
         e->b_rows[nb] = r->rows[0].kv_row;
         e->b_ntok[nb++] = chunk;
         memcpy(e->b_tokens + T, r->prompt + r->n_fed, (size_t)chunk * sizeof *e->b_tokens);
@@ -486,7 +557,6 @@ int tern_engine_iterate(tern_engine *e)
             r->rows[0].logits = e->logits + (size_t)n_out++ * e->vocab;
             e->s_rows[e->n_s++] = &r->rows[0];
         }
-        r->target_calls++;
     }
     tern_batch b = {nb, e->b_rows, e->b_ntok, e->b_tokens, e->b_want};
     double t0 = tern_now();
@@ -494,7 +564,7 @@ int tern_engine_iterate(tern_engine *e)
     if (st) {
         /* Nothing changed (the forward's contract): try again; if it keeps
          * failing, the joiners fail first, then the running rows. */
-        for (int i = 0; i < e->n_active; i++) e->active[i]->chunk = 0;
+        for (int i = 0; i < e->n_active; i++) e->active[i]->chunk = e->active[i]->in_iter = 0;
         if (e->n_spec) {
             int zero[e->n_spec];
             memset(zero, 0, sizeof zero);
@@ -516,14 +586,15 @@ int tern_engine_iterate(tern_engine *e)
      * fork from the prompt's blocks and sample from the same logits. */
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
-        if (r->state != REQ_PREFILL || !r->chunk) continue;
+        if (r->state != REQ_PREFILL || !r->in_iter) continue;
         r->n_fed += r->chunk;
-        r->chunk = 0;
-        if (r->n_fed < r->n_prompt) continue;
+        r->chunk = r->in_iter = 0;
+        if (r->n_fed < r->n_prefill) continue;
         r->state = REQ_DECODE;
         /* Running requests publish their prompt: others with the same
          * prefix share these blocks from now on. */
         publish(e, &r->rows[0]);
+        int tail = r->n_prefill < r->n_prompt;
         for (int c = 1; c < r->n; c++) {
             tern_status fs = tern_kv_row_adopt(e->kv, r->rows[c].kv_row, r->rows[0].kv_row);
             if (fs) {
@@ -531,8 +602,11 @@ int tern_engine_iterate(tern_engine *e)
                 break;
             }
             r->rows[c].logits = r->rows[0].logits;
-            e->s_rows[e->n_s++] = &r->rows[c];
+            if (!tail) e->s_rows[e->n_s++] = &r->rows[c];
         }
+        /* Tail split: the last prompt token is every choice's pending token,
+         * and the first verify window samples from it. */
+        for (int c = 0; tail && c < r->n; c++) r->rows[c].pending = r->prompt[r->n_prompt - 1];
     }
     tern_engine_sample_rows(e);
     for (int i = 0; i < e->n_s; i++) deliver(e, e->s_rows[i]);
@@ -544,6 +618,7 @@ int tern_engine_iterate(tern_engine *e)
     }
     else if (decoding && e->ema_decode_s > 0 && secs > e->ema_decode_s)
         ema(&e->ema_token_s, (secs - e->ema_decode_s) / (T - decoding));
+    if (decoding) fit_add(e, T, secs);
     record(e, secs, T);
     return 1;
 }

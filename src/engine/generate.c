@@ -71,9 +71,11 @@ tern_status tern_generate(tern_model *m, const int32_t *prompt, int n_prompt, co
     eo.queue_size = 1;
     eo.no_prompt_cache = 1;   /* one request: nothing to share */
     eo.draft_kind = o->draft_kind;
+    eo.draft_model = o->draft_model;
     eo.num_draft_tokens = o->num_draft_tokens;
     eo.ngram_min = o->ngram_min;
     eo.ngram_max = o->ngram_max;
+    eo.spec_fixed = o->spec_fixed;
     /* A generation may run past the model's declared context when asked to
      * (as the serial loop always allowed); the pool is sized for it. */
     eo.max_context = total + 1 > ctx ? (int)(total + 1) : ctx;

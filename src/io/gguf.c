@@ -22,6 +22,7 @@ struct tern_gguf {
     tern_gguf_tensor *t;
     int n_t;
     char *names;            /* NUL-terminated keys and tensor names, owned */
+    int mapped;             /* map is this object's mapping (else borrowed memory) */
 };
 
 typedef struct {
@@ -344,8 +345,28 @@ tern_status tern_gguf_open(const char *path, tern_gguf **out)
             return st;
         }
         g->map = m;
+        g->mapped = 1;
     }
     close(fd);
+    tern_status st = parse(g);
+    if (st) {
+        tern_gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return TERN_OK;
+}
+
+tern_status tern_gguf_open_memory(const void *data, size_t size, const char *name, tern_gguf **out)
+{
+    *out = NULL;
+    tern_gguf *g = calloc(1, sizeof *g);
+    if (!g || !(g->path = strdup(name))) {
+        free(g);
+        return tern_error(TERN_E_NOMEM, "out of memory");
+    }
+    g->map = data;
+    g->size = size;
     tern_status st = parse(g);
     if (st) {
         tern_gguf_close(g);
@@ -358,7 +379,7 @@ tern_status tern_gguf_open(const char *path, tern_gguf **out)
 void tern_gguf_close(tern_gguf *g)
 {
     if (!g) return;
-    if (g->map) munmap((void *)g->map, g->size);
+    if (g->map && g->mapped) munmap((void *)g->map, g->size);
     free(g->kv);
     free(g->t);
     free(g->names);

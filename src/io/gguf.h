@@ -67,6 +67,9 @@ typedef struct {
 
 typedef struct tern_gguf tern_gguf;
 
+/* Validates a file image already in memory (data borrowed: it must outlive
+ * the object; name is used in messages). *out owned (tern_gguf_close). */
+tern_status tern_gguf_open_memory(const void *data, size_t size, const char *name, tern_gguf **out);
 /* Opens and validates path; *out owned (tern_gguf_close). */
 tern_status tern_gguf_open(const char *path, tern_gguf **out);
 void tern_gguf_close(tern_gguf *g);

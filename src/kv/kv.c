@@ -30,6 +30,12 @@ struct tern_kv {
 
 tern_status tern_kv_create(const tern_kv_shape *shape, tern_kv **out)
 {
+    return tern_kv_create_layers(shape, NULL, NULL, out);
+}
+
+tern_status tern_kv_create_layers(const tern_kv_shape *shape, tern_kv_layer_ctor layer_create, void *arg,
+                                  tern_kv **out)
+{
     *out = NULL;
     tern_kv_shape s = *shape;
     if (s.n_layers <= 0 || s.max_rows <= 0 || s.max_len <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0)
@@ -54,8 +60,9 @@ tern_status tern_kv_create(const tern_kv_shape *shape, tern_kv **out)
     for (long b = 0; b < s.n_blocks; b++) kv->free_stack[b] = (int)(s.n_blocks - 1 - b);
     kv->n_free = s.n_blocks;
     for (int l = 0; l < s.n_layers; l++) {
-        tern_status st = tern_kv_plain_layer_create(s.n_kv_heads, s.head_dim, s.block_tokens, s.n_blocks,
-                                                    &kv->layers[l]);
+        tern_status st = layer_create ? layer_create(arg, l, &s, &kv->layers[l])
+                                      : tern_kv_plain_layer_create(s.n_kv_heads, s.head_dim, s.block_tokens,
+                                                                   s.n_blocks, &kv->layers[l]);
         if (st) { tern_kv_free(kv); return st; }
     }
     *out = kv;

@@ -101,6 +101,11 @@ typedef struct {
 /* Creates a pool of plain float32 layouts for every layer; the block
  * storage is mapped lazily, so unused blocks cost address space only. */
 tern_status tern_kv_create(const tern_kv_shape *shape, tern_kv **out);
+/* The same pool with each layer's layout made by layer_create(arg, layer,
+ * the completed shape, out) (a layout in device memory). arg borrowed. */
+typedef tern_status (*tern_kv_layer_ctor)(void *arg, int layer, const tern_kv_shape *s, tern_kv_layer **out);
+tern_status tern_kv_create_layers(const tern_kv_shape *shape, tern_kv_layer_ctor layer_create, void *arg,
+                                  tern_kv **out);
 void tern_kv_free(tern_kv *kv);
 
 /* Blocks needed to hold n positions. */

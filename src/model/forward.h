@@ -46,4 +46,5 @@ void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg,
 int tern_model_hidden_size(const tern_model *m);
 
 
+
 #endif

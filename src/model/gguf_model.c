@@ -162,7 +162,7 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
     const char *path = tern_gguf_path(m->gguf);
     if (!t) {
         if (optional) {
-            *w = (tern_weight){NULL, TERN_DT_F32, 0, 0, TERN_WL_ROWS};
+            *w = (tern_weight){NULL, TERN_DT_F32, 0, 0, TERN_WL_ROWS, NULL};
             return TERN_OK;
         }
         return tern_error(TERN_E_FORMAT, "%s: tensor '%s' not found", path, name);
@@ -182,7 +182,7 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
     if (rows == 1 || !tern_dtype_is_quant(t->dtype)) {
         if (tern_dtype_is_quant(t->dtype))
             return tern_error(TERN_E_UNSUPPORTED, "%s: tensor '%s': a quantized vector is not supported", path, name);
-        *w = (tern_weight){data, t->dtype, rows, cols, TERN_WL_ROWS};
+        *w = (tern_weight){data, t->dtype, rows, cols, TERN_WL_ROWS, NULL};
     } else {
         /* bound for the compact panel form of its blocks (qpanel.h) */
         tern_qform form = tern_gguf_qform(t->dtype);
@@ -190,7 +190,7 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
         tern_qmat *q = tern_model_new_qmat(m);
         if (!q) return tern_error(TERN_E_NOMEM, "out of memory");
         *q = (tern_qmat){data, NULL, NULL, TERN_DT_F16, f.group, t->dtype, form};
-        *w = (tern_weight){q, f.bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS};
+        *w = (tern_weight){q, f.bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS, NULL};
     }
     m->weight_bytes += mat;
     return TERN_OK;

@@ -68,9 +68,20 @@ static tern_status build(const tern_gguf *g, json_t **tok, json_t **cfg)
     const char **piece = calloc(toks->count ? toks->count : 1, sizeof *piece);
     uint64_t *plen = calloc(toks->count ? toks->count : 1, sizeof *plen);
     uint64_t pos = 0;
-    for (uint64_t i = 0; piece && plen && i < toks->count; i++) {
+    /* Byte-level BPE pieces are always valid UTF-8 without NUL (bytes map
+     * to printable code points): one that is not means a damaged file, and
+     * tokenizer.json could not hold it, so it is refused rather than dropped
+     * (which would shift every later id). */
+    const char *bad_what = NULL;
+    uint64_t bad_i = 0;
+    for (uint64_t i = 0; piece && plen && i < toks->count && !bad_what; i++) {
         tern_gguf_array_str(toks, &pos, &piece[i], &plen[i]);
-        json_object_setn_new_nocheck(vocab, piece[i], (size_t)plen[i], json_integer((json_int_t)i));
+        if (memchr(piece[i], 0, (size_t)plen[i]) ||
+            json_object_setn_new(vocab, piece[i], (size_t)plen[i], json_integer((json_int_t)i))) {
+            bad_what = "tokenizer.ggml.tokens";
+            bad_i = i;
+            break;
+        }
         int64_t ty = types ? tern_gguf_array_int(types, i) : 1;
         if (ty == 3 || ty == 4)
             json_array_append_new(added, json_pack("{s:I, s:o, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i,
@@ -78,11 +89,25 @@ static tern_status build(const tern_gguf *g, json_t **tok, json_t **cfg)
                                                    "lstrip", 0, "rstrip", 0, "normalized", 0, "special", ty == 3));
     }
     pos = 0;
-    for (uint64_t i = 0; i < merges->count; i++) {
+    for (uint64_t i = 0; i < merges->count && !bad_what; i++) {
         const char *ms;
         uint64_t ml;
         tern_gguf_array_str(merges, &pos, &ms, &ml);
-        json_array_append_new(mlist, str_n(ms, ml));
+        if (memchr(ms, 0, (size_t)ml) || json_array_append_new(mlist, str_n(ms, ml))) {
+            bad_what = "tokenizer.ggml.merges";
+            bad_i = i;
+        }
+    }
+    if (bad_what) {
+        free(piece);
+        free(plen);
+        json_decref(vocab);
+        json_decref(added);
+        json_decref(mlist);
+        json_decref(pretok);
+        json_decref(norm);
+        return tern_error(TERN_E_FORMAT, "%s: %s[%llu] is not valid UTF-8 without NUL bytes (or out of memory)", path, bad_what,
+                          (unsigned long long)bad_i);
     }
     int64_t bos = -1, eos = -1, add_bos = 0;
     if (tern_gguf_find_kv(g, "tokenizer.ggml.bos_token_id")) tern_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &bos);
@@ -116,8 +141,15 @@ static tern_status build(const tern_gguf *g, json_t **tok, json_t **cfg)
     const char *tmpl;
     uint64_t tl;
     if (tern_gguf_find_kv(g, "tokenizer.chat_template") &&
-        tern_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tl) == TERN_OK)
-        json_object_set_new(*cfg, "chat_template", str_n(tmpl, tl));
+        tern_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tl) == TERN_OK && *cfg &&
+        json_object_set_new(*cfg, "chat_template", str_n(tmpl, tl))) {
+            free(piece);
+            free(plen);
+            json_decref(*tok);
+            json_decref(*cfg);
+            *tok = *cfg = NULL;
+            return tern_error(TERN_E_FORMAT, "%s: tokenizer.chat_template is not valid UTF-8 (or out of memory)", path);
+        }
     int oom = !piece || !plen || !*tok || !*cfg;
     free(piece);
     free(plen);
@@ -125,6 +157,25 @@ static tern_status build(const tern_gguf *g, json_t **tok, json_t **cfg)
         json_decref(*tok);
         json_decref(*cfg);
         return tern_error(TERN_E_NOMEM, "%s: out of memory building the tokenizer", path);
+    }
+    return TERN_OK;
+}
+
+tern_status tern_gguf_text_json(const tern_gguf *g, char **tokenizer, char **tokenizer_config)
+{
+    *tokenizer = *tokenizer_config = NULL;
+    json_t *tok = NULL, *cfg = NULL;
+    tern_status st = build(g, &tok, &cfg);
+    if (st) return st;
+    *tokenizer = json_dumps(tok, JSON_COMPACT | JSON_ENSURE_ASCII);
+    *tokenizer_config = json_dumps(cfg, JSON_COMPACT);
+    json_decref(tok);
+    json_decref(cfg);
+    if (!*tokenizer || !*tokenizer_config) {
+        free(*tokenizer);
+        free(*tokenizer_config);
+        *tokenizer = *tokenizer_config = NULL;
+        return tern_error(TERN_E_NOMEM, "%s: out of memory writing the tokenizer", tern_gguf_path(g));
     }
     return TERN_OK;
 }

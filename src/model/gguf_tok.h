@@ -15,6 +15,9 @@
 /* Creates the directory (under $TMPDIR or /tmp), writes both files, and
  * copies its path into dir (cap bytes). g borrowed. */
 tern_status tern_gguf_write_text_files(const tern_gguf *g, char *dir, size_t cap);
+/* The same two files' contents as NUL-terminated JSON strings, returned
+ * owned (free). g borrowed. */
+tern_status tern_gguf_text_json(const tern_gguf *g, char **tokenizer, char **tokenizer_config);
 /* Removes the files and the directory written above (dir borrowed). */
 void tern_gguf_remove_text_files(const char *dir);
 

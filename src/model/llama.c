@@ -8,26 +8,23 @@
  *   h = rmsnorm(x) ; x += down(silu(gate(h)) * up(h))     (dense)
  *               or x += sum_top-k p_e · expert_e(h)        (moe)
  *
- * Matrix products are row-independent (see matmul.h) and attention is per
- * row, so a sequence's logits do not depend on what else is in the batch. */
-#include <math.h>
-#include <stdlib.h>
+ * Every op goes through the model's backend (backend.h: CPU or CUDA), whose
+ * matrix products are row-independent and whose attention is per row, so a
+ * sequence's logits do not depend on what else is in the batch. */
 #include <string.h>
 
-#include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
-#include "core/failpoint.h"
-#include "model/forward.h"
-#include "model/model_internal.h"
+#include "core/exec.h"
+#include "model/backend.h"
 
-/* Activation buffers for up to cap tokens, reused across passes. */
-typedef struct tern_fwd_ws {
-    int cap;               /* tokens the buffers hold */
+/* Activation buffers of one pass, laid out in the backend's workspace
+ * (shared with any other model on the same execution context): host memory
+ * on the CPU, device memory on a GPU. */
+typedef struct {
     int T;                 /* new tokens in the current batch */
-    int *pos;              /* [T] absolute position of each token */
-    float *rope;           /* [T, rope_dim] cos and sin per token, shared by all layers */
+    void *pass;            /* the backend's per-pass area */
     float *x, *h;          /* [T, H] residual stream, normed copy */
-    float *q, *k, *v, *att;/* [T, qd], [T, kvd], [T, kvd], [T, qd] */
+    float *qkv, *att;      /* [T, qd + 2 kvd] (the backend's layout), [T, qd] */
     float *g, *u;          /* [T, max(ffn, moe_ffn)] */
     float *moe_y;          /* moe: [T, top_k, H] */
     float *router;         /* moe: [T, n_experts] */
@@ -37,104 +34,72 @@ typedef struct tern_fwd_ws {
     float *gx;             /* moe: [T, H] gathered inputs */
 } scratch;
 
-void tern_fwd_ws_free(scratch *s)
+/* Places a buffer of n elements of size es at *off in base (NULL base: only
+ * counts); every buffer starts on a 64-byte boundary. */
+static void *carve(char *base, size_t *off, size_t n, size_t es)
 {
-    if (!s) return;
-    free(s->pos); free(s->rope); free(s->x); free(s->h); free(s->q); free(s->k); free(s->v); free(s->att);
-    free(s->g); free(s->u); free(s->moe_y); free(s->router); free(s->sel); free(s->sel_w);
-    free(s->gather); free(s->gx);
-    free(s);
+    void *p = base ? base + *off : NULL;
+    *off += (n * es + 63) & ~(size_t)63;
+    return p;
 }
 
-static tern_status ws_alloc(const tern_model_config *c, int T, scratch **out)
+/* Lays the buffers for T tokens out from base; returns the bytes they take. */
+static size_t ws_layout(const tern_model *m, int T, char *base, scratch *s)
 {
-    scratch *s = tern_fp_calloc(TERN_FAILPOINT_WORKSPACE, 1, sizeof *s);
-    if (!s) return tern_error(TERN_E_NOMEM, "forward: out of memory");
+    const tern_model_config *c = &m->cfg;
     size_t t = (size_t)T, H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t f = (size_t)c->ffn > (size_t)c->moe_ffn ? (size_t)c->ffn : (size_t)c->moe_ffn;
-    s->cap = T;
-    s->pos = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * sizeof *s->pos);
-    s->rope = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * (size_t)c->rope_dim * sizeof(float));
-    s->x = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
-    s->h = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
-    s->q = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * qd * sizeof(float));
-    s->k = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * kvd * sizeof(float));
-    s->v = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * kvd * sizeof(float));
-    s->att = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * qd * sizeof(float));
-    s->g = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * f * sizeof(float));
-    s->u = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * f * sizeof(float));
-    int ok = s->pos && s->rope && s->x && s->h && s->q && s->k && s->v && s->att && s->g && s->u;
-    if (ok && c->arch == TERN_ARCH_QWEN3_MOE) {
+    size_t off = 0;
+    memset(s, 0, sizeof *s);
+    s->T = T;
+    s->pass = carve(base, &off, m->bk->pass_bytes(m, T), 1);
+    s->x = carve(base, &off, t * H, sizeof(float));
+    s->h = carve(base, &off, t * H, sizeof(float));
+    s->qkv = carve(base, &off, t * (qd + 2 * kvd), sizeof(float));
+    s->att = carve(base, &off, t * qd, sizeof(float));
+    s->g = carve(base, &off, t * f, sizeof(float));
+    s->u = carve(base, &off, t * f, sizeof(float));
+    if (c->arch == TERN_ARCH_QWEN3_MOE) {
         /* A token picks distinct experts, so one expert gets at most T rows. */
         size_t k = (size_t)c->n_experts_per_tok;
-        s->moe_y = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * H * sizeof(float));
-        s->router = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * (size_t)c->n_experts * sizeof(float));
-        s->sel = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * sizeof(int));
-        s->sel_w = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * k * sizeof(float));
-        s->gather = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * sizeof(int));
-        s->gx = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, t * H * sizeof(float));
-        ok = s->moe_y && s->router && s->sel && s->sel_w && s->gather && s->gx;
+        s->moe_y = carve(base, &off, t * k * H, sizeof(float));
+        s->router = carve(base, &off, t * (size_t)c->n_experts, sizeof(float));
+        s->sel = carve(base, &off, t * k, sizeof(int));
+        s->sel_w = carve(base, &off, t * k, sizeof(float));
+        s->gather = carve(base, &off, t, sizeof(int));
+        s->gx = carve(base, &off, t * H, sizeof(float));
     }
-    if (!ok) {
-        tern_fwd_ws_free(s);
-        return tern_error(TERN_E_NOMEM, "forward: out of memory for %d tokens", T);
-    }
-    *out = s;
-    return TERN_OK;
+    return off;
 }
 
-/* Returns the model's workspace grown to hold T tokens (caller holds fwd_lock). */
-static tern_status ws_get(tern_model *m, int T, scratch **out)
+/* The pass's buffers for T tokens in the backend's workspace (caller holds
+ * the context's lock). */
+static tern_status ws_get(tern_model *m, int T, scratch *s)
 {
-    if (!m->ws || m->ws->cap < T) {
-        int cap = m->ws && m->ws->cap * 2 > T ? m->ws->cap * 2 : T;
-        scratch *s = NULL;
-        tern_status st = ws_alloc(&m->cfg, cap, &s);
-        if (st) return st;
-        tern_fwd_ws_free(m->ws);
-        m->ws = s;
-    }
-    m->ws->T = T;
-    *out = m->ws;
-    return TERN_OK;
-}
-
-static tern_status matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
-{
-    tern_mm_out out = {w->data, w->dt, w->rows, y, w->layout};
-    return tern_cpu_matmul_multi(m->pool, m->act_mode, x, M, w->cols, &out, 1);
-}
-
-static tern_status add_bias(float *y, int M, const tern_weight *b)
-{
-    if (!b->data) return TERN_OK;
-    float *bias = tern_fp_malloc(TERN_FAILPOINT_WORKSPACE, (size_t)b->cols * sizeof *bias);
-    if (!bias) return tern_error(TERN_E_NOMEM, "forward: out of memory");
-    tern_cpu_to_f32(b->data, b->dt, b->cols, bias);
-    for (int r = 0; r < M; r++) tern_cpu_add(y + (long)r * b->cols, bias, b->cols);
-    free(bias);
+    void *base;
+    tern_status st = m->bk->workspace(m, ws_layout(m, T, NULL, s), &base);
+    if (st) return st;
+    ws_layout(m, T, base, s);
     return TERN_OK;
 }
 
 static tern_status mlp(tern_model *m, const tern_mlp *w, const float *h, int M, float *g, float *u, float *out)
 {
-    tern_mm_out gu[2] = {{w->gate.data, w->gate.dt, w->gate.rows, g, w->gate.layout},
-                         {w->up.data, w->up.dt, w->up.rows, u, w->up.layout}};
-    tern_status st = tern_cpu_matmul_multi(m->pool, m->act_mode, h, M, w->gate.cols, gu, 2);
-    if (st) return st;
-    tern_cpu_silu_mul(g, u, (long)M * w->gate.rows);
-    return matmul(m, g, M, &w->down, out);
+    tern_status st = m->bk->gate_up(m, w, h, M, g, u);
+    return st ? st : m->bk->matmul(m, g, M, &w->down, out);
 }
 
 /* Top-k routing: softmax over experts in float32, keep the k largest (ties
  * to the lower id), optionally renormalise, then run each expert once over
- * the tokens routed to it and add the k outputs per token in rank order. */
+ * the tokens routed to it and add the k outputs per token in rank order.
+ * The routing reads the activations on the host: only host backends run
+ * it (the CUDA backend refuses MoE checkpoints at load). */
 static tern_status moe(tern_model *m, const tern_layer *L, scratch *s)
 {
     const tern_model_config *c = &m->cfg;
     int T = s->T, E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden;
-    tern_status st = matmul(m, s->h, T, &L->router, s->router);
+    tern_status st = m->bk->matmul(m, s->h, T, &L->router, s->router);
     if (st) return st;
     for (int t = 0; t < T; t++) {
         float *p = s->router + (long)t * E;
@@ -214,79 +179,26 @@ static tern_status check_batch(const tern_model *m, tern_kv *kv, const tern_batc
 }
 
 
-static tern_status attention_block(tern_model *m, tern_kv *kv, const tern_batch *b, int l, scratch *s)
+static tern_status attention_block(tern_model *m, tern_pass *p, int l, scratch *s)
 {
-    const tern_model_config *c = &m->cfg;
+    const tern_backend_vt *bk = m->bk;
     const tern_layer *L = &m->layers[l];
-    int T = s->T, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-    tern_status st;
-    tern_cpu_rmsnorm(s->x, s->h, T, c->hidden, L->attn_norm.data, L->attn_norm.dt, c->rms_eps);
-    tern_mm_out qkv[3] = {{L->wq.data, L->wq.dt, L->wq.rows, s->q, L->wq.layout},
-                          {L->wk.data, L->wk.dt, L->wk.rows, s->k, L->wk.layout},
-                          {L->wv.data, L->wv.dt, L->wv.rows, s->v, L->wv.layout}};
-    if ((st = tern_cpu_matmul_multi(m->pool, m->act_mode, s->h, T, c->hidden, qkv, 3))) return st;
-    if ((st = add_bias(s->q, T, &L->bq)) || (st = add_bias(s->k, T, &L->bk)) || (st = add_bias(s->v, T, &L->bv)))
-        return st;
-    if (c->qk_norm) {
-        tern_cpu_rmsnorm(s->q, s->q, T * c->n_heads, hd, L->q_norm.data, L->q_norm.dt, c->rms_eps);
-        tern_cpu_rmsnorm(s->k, s->k, T * c->n_kv_heads, hd, L->k_norm.data, L->k_norm.dt, c->rms_eps);
-    }
-    tern_cpu_rope(s->q, T, c->n_heads, hd, c->rope_dim, s->rope);
-    tern_cpu_rope(s->k, T, c->n_kv_heads, hd, c->rope_dim, s->rope);
-
-    /* The new keys and values go into the rows' blocks past their current
-     * length (made room for by tern_kv_grow, this row's alone), so nothing
-     * any reader sees changes until the pass commits the lengths. */
-    tern_kv_layer *kl = tern_kv_layer_at(kv, l);
-    tern_attn_row rows[b->n_rows > 0 ? b->n_rows : 1];
-    int t0 = 0, nr = 0;
-    for (int r = 0; r < b->n_rows; r++) {
-        int n = b->n_tokens[r], off = tern_kv_offset(kv, b->rows[r]);
-        if (n) {
-            const int *table = tern_kv_table(kv, b->rows[r]);
-            kl->vt->write(kl, table, off, n, s->k + (long)t0 * kvd, s->v + (long)t0 * kvd);
-            rows[nr].q = s->q + (long)t0 * qd;
-            rows[nr].out = s->att + (long)t0 * qd;
-            rows[nr].n_q = n;
-            kl->vt->view(kl, table, off + n, &rows[nr].kv);
-            nr++;
-        }
-        t0 += n;
-    }
-    st = tern_cpu_attention(m->pool, rows, nr, c->n_heads, c->n_kv_heads, hd, 1.0f / sqrtf((float)hd));
-    if (!st) st = matmul(m, s->att, T, &L->wo, s->h);
-    if (st) return st;
-    tern_cpu_add(s->x, s->h, (long)T * c->hidden);
-    return TERN_OK;
+    tern_status st = bk->rmsnorm(m, s->x, s->h, s->T, m->cfg.hidden, &L->attn_norm);
+    if (!st) st = bk->qkv(m, p, l, s->h, s->qkv);
+    if (!st) st = bk->attention(m, p, l, s->qkv, s->att);
+    if (!st) st = bk->matmul_add(m, s->att, s->T, &L->wo, s->x, s->h);
+    return st;
 }
 
 static tern_status ffn_block(tern_model *m, int l, scratch *s)
 {
-    const tern_model_config *c = &m->cfg;
+    const tern_backend_vt *bk = m->bk;
     const tern_layer *L = &m->layers[l];
-    tern_cpu_rmsnorm(s->x, s->h, s->T, c->hidden, L->ffn_norm.data, L->ffn_norm.dt, c->rms_eps);
-    if (L->is_moe) return moe(m, L, s);
-    tern_status st = mlp(m, &L->mlp, s->h, s->T, s->g, s->u, s->h);
+    tern_status st = bk->rmsnorm(m, s->x, s->h, s->T, m->cfg.hidden, &L->ffn_norm);
     if (st) return st;
-    tern_cpu_add(s->x, s->h, (long)s->T * c->hidden);
-    return TERN_OK;
-}
-
-static tern_status head(tern_model *m, const tern_batch *b, scratch *s, float *logits, float *hidden)
-{
-    const tern_model_config *c = &m->cfg;
-    int H = c->hidden, n = 0, t = 0;
-    /* Gather the wanted positions into h, then norm and project them. */
-    for (int r = 0; r < b->n_rows; r++) {
-        for (int i = 0; i < b->n_tokens[r]; i++, t++) {
-            int want = b->want ? b->want[t] != 0 : i == b->n_tokens[r] - 1;
-            if (want) memcpy(s->h + (long)n++ * H, s->x + (long)t * H, (size_t)H * sizeof(float));
-        }
-    }
-    tern_cpu_rmsnorm(s->h, s->h, n, H, m->final_norm.data, m->final_norm.dt, c->rms_eps);
-    if (hidden) memcpy(hidden, s->h, (size_t)n * H * sizeof(float));
-    if (logits) return matmul(m, s->h, n, &m->lm_head, logits);
-    return TERN_OK;
+    if (L->is_moe) return moe(m, L, s);
+    if ((st = bk->gate_up(m, &L->mlp, s->h, s->T, s->g, s->u))) return st;
+    return bk->matmul_add(m, s->g, s->T, &L->mlp.down, s->x, s->h);
 }
 
 tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden)
@@ -297,29 +209,22 @@ tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float 
     if (st || T == 0) return st;
     /* Room for the new tokens first: fallible, but changes nothing visible. */
     if ((st = tern_kv_grow(kv, b->rows, b->n_tokens, b->n_rows))) return st;
-    pthread_mutex_lock(&m->fwd_lock);
-    scratch *s;
-    if ((st = ws_get(m, T, &s))) {
-        pthread_mutex_unlock(&m->fwd_lock);
-        return st;
+    tern_exec_lock(m->exec);
+    scratch ws, *s = &ws;
+    tern_pass p = {kv, b, T, tern_batch_n_out(b), NULL};
+    if (!(st = ws_get(m, T, s))) {
+        p.host = s->pass;
+        st = m->bk->begin(m, &p);
     }
-    int t = 0;
-    for (int r = 0; r < b->n_rows; r++) {
-        int off = tern_kv_offset(kv, b->rows[r]);
-        for (int i = 0; i < b->n_tokens[r]; i++, t++) {
-            s->pos[t] = off + i;
-            tern_weight_row_f32(&m->embed, b->tokens[t], s->x + (long)t * c->hidden);
-        }
-    }
-    tern_cpu_rope_table(T, c->rope_dim, s->pos, c->inv_freq, c->rope_attn_factor, s->rope);
+    if (!st) st = m->bk->embed(m, &p, s->x);
     for (int l = 0; l < c->n_layers && !st; l++) {
-        if (!(st = attention_block(m, kv, b, l, s))) st = ffn_block(m, l, s);
+        if (!(st = attention_block(m, &p, l, s))) st = ffn_block(m, l, s);
     }
-    if (!st) st = head(m, b, s, logits, hidden);
+    if (!st) st = m->bk->head(m, &p, s->x, s->h, logits, hidden);
     /* Lengths move only when the whole pass succeeded: a failed pass leaves
      * every row as it was (what it wrote lies past the lengths). */
     if (!st)
         for (int r = 0; r < b->n_rows; r++) tern_kv_advance(kv, b->rows[r], b->n_tokens[r]);
-    pthread_mutex_unlock(&m->fwd_lock);
+    tern_exec_unlock(m->exec);
     return st;
 }

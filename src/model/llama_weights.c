@@ -21,12 +21,12 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
     int ndim = rows == 1 ? 1 : 2;
     if (rows == 1) dims[0] = cols;
     if (optional && !tern_tensors_find(m->tensors, name)) {
-        *w = (tern_weight){NULL, TERN_DT_F32, 0, 0, TERN_WL_ROWS};
+        *w = (tern_weight){NULL, TERN_DT_F32, 0, 0, TERN_WL_ROWS, NULL};
         return TERN_OK;
     }
     tern_status st = tern_tensors_expect(m->tensors, name, ndim, dims, &t);
     if (st) return tern_error_wrap(st, "%s", m->dir);
-    *w = (tern_weight){t->data, t->dtype, rows, cols, TERN_WL_ROWS};
+    *w = (tern_weight){t->data, t->dtype, rows, cols, TERN_WL_ROWS, NULL};
     m->weight_bytes += t->nbytes;
     return TERN_OK;
 }
@@ -72,7 +72,7 @@ static tern_status bind_switch(tern_model *m, tern_layer *L, const char *p)
                 if (st) return st;
             } else {
                 size_t mat = (size_t)rows * (size_t)cols * tern_dtype_size(t->dtype);
-                *w = (tern_weight){(const uint8_t *)t->data + (size_t)e * mat, t->dtype, rows, cols, TERN_WL_ROWS};
+                *w = (tern_weight){(const uint8_t *)t->data + (size_t)e * mat, t->dtype, rows, cols, TERN_WL_ROWS, NULL};
             }
         }
     }

@@ -1,5 +1,5 @@
 /* Model loading: resolve the directory, read config.json, map the weights,
- * bind them to the family's layers, start the thread pool. */
+ * bind them to the family's layers, take or make the execution context. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -7,6 +7,7 @@
 
 #include "io/model_dir.h"
 #include "model/gguf_tok.h"
+#include "model/backend.h"
 #include "model/forward.h"
 #include "model/model_internal.h"
 
@@ -28,7 +29,6 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
     *out = NULL;
     tern_model *m = calloc(1, sizeof *m);
     if (!m) return tern_error(TERN_E_NOMEM, "out of memory");
-    pthread_mutex_init(&m->fwd_lock, NULL);
     size_t pl = strlen(path);
     tern_status st;
     if (pl > 5 && !strcmp(path + pl - 5, ".gguf")) {
@@ -39,12 +39,20 @@ tern_status tern_model_load(const char *path, const tern_model_opts *opts, tern_
         if (!st) st = tern_tensors_open_dir(m->dir, &m->tensors);
         if (!st) st = tern_llama_bind_weights(m);
     }
-    int threads = opts && opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
-    if (!st) st = tern_pool_create(threads, &m->pool);
-    if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
+    if (!st && opts && opts->exec) {
+        m->exec = opts->exec;
+    } else if (!st) {
+        const char *dev = opts && opts->device ? opts->device : getenv("TERN_DEVICE");
+        st = tern_exec_create_device(opts ? opts->n_threads : 0, dev, &m->exec);
+        m->own_exec = !st;
+    }
+    m->bk = &tern_backend_cpu;
     m->act_mode = opts && opts->precision ? (opts->precision == TERN_PRECISION_F32 ? TERN_ACT_F32 : TERN_ACT_BF16)
                                           : default_act_mode();
+    /* On a GPU the weights are read from the mapping once, to be uploaded:
+     * no host panels. */
+    if (!st && m->exec->cuda) st = tern_backend_cuda_load(m);
+    else if (!st) st = tern_model_pack_weights(m, !want_panels(opts));
     if (st) {
         tern_model_free(m);
         return st;
@@ -57,10 +65,9 @@ void tern_model_free(tern_model *m)
 {
     if (!m) return;
     for (int l = 0; m->layers && l < m->cfg.n_layers; l++) free(m->layers[l].experts);
+    if (m->dev) tern_backend_cuda_unload(m);
     free(m->layers);
-    tern_pool_free(m->pool);
-    tern_fwd_ws_free(m->ws);
-    pthread_mutex_destroy(&m->fwd_lock);
+    if (m->own_exec) tern_exec_free(m->exec);
     if (m->arena) munmap(m->arena, m->arena_bytes);
     tern_tensors_close(m->tensors);
     if (m->gguf) {
@@ -78,6 +85,7 @@ void tern_model_free(tern_model *m)
 int tern_model_vocab_size(const tern_model *m) { return m->cfg.vocab; }
 int tern_model_max_context(const tern_model *m) { return m->cfg.max_pos; }
 int tern_model_hidden_size(const tern_model *m) { return m->cfg.hidden; }
+tern_exec *tern_model_exec(const tern_model *m) { return m->exec; }
 const char *tern_model_dir(const tern_model *m) { return m->dir; }
 const char *tern_model_type(const tern_model *m) { return m->cfg.model_type; }
 size_t tern_model_weight_bytes(const tern_model *m) { return m->weight_bytes; }
@@ -100,6 +108,7 @@ size_t tern_model_decode_bytes(const tern_model *m)
 
 const char *tern_model_weights_desc(const tern_model *m)
 {
+    if (m->dev) return "uploaded to the GPU";
     if (!m->arena) return "mapped";
     if (!m->arena_floats) return "mapped, quantized in panels";
     return m->lm_head.layout == TERN_WL_PANELS_HUGE ? "panels-huge" : "panels";
@@ -109,6 +118,7 @@ tern_status tern_model_kv_create(const tern_model *m, int max_rows, int max_len,
                                  tern_kv **out)
 {
     tern_kv_shape s = {m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, max_rows, max_len, block_tokens, n_blocks};
+    if (m->dev) return tern_backend_cuda_kv_create(m, &s, out);
     return tern_kv_create(&s, out);
 }
 
@@ -119,9 +129,7 @@ size_t tern_model_kv_bytes_per_token(const tern_model *m)
 
 void tern_model_parallel(tern_model *m, void (*fn)(void *arg, int i), void *arg, int n)
 {
-    pthread_mutex_lock(&m->fwd_lock);
-    tern_pool_run(m->pool, fn, arg, n);
-    pthread_mutex_unlock(&m->fwd_lock);
+    tern_exec_parallel(m->exec, fn, arg, n);
 }
 
 tern_status tern_model_logits(tern_model *m, const int32_t *ids, int n, int all, float *out)

@@ -6,7 +6,7 @@
 #include <pthread.h>
 
 #include "backend/cpu/matmul.h"
-#include "core/threadpool.h"
+#include "core/exec.h"
 #include "io/config.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -21,6 +21,7 @@ typedef struct {
     tern_dtype dt;
     int rows, cols;
     tern_wlayout layout;    /* TERN_WL_ROWS as bound; panels after tern_model_pack_weights */
+    const void *dev;        /* the CUDA backend's copy in device memory (borrowed), or NULL */
 } tern_weight;
 
 typedef struct {
@@ -39,6 +40,8 @@ typedef struct {
     tern_mlp *experts;              /* moe: n_experts of [moe_ffn, H] ... (owned array) */
 } tern_layer;
 
+typedef struct tern_backend_vt tern_backend_vt;   /* backend.h */
+
 struct tern_model {
     tern_model_config cfg;
     char dir[4096];
@@ -50,23 +53,20 @@ struct tern_model {
     tern_weight final_norm;         /* [H] */
     tern_weight lm_head;            /* [vocab, H]; = embed when tied (until packed) */
     int head_is_embed;              /* lm_head was bound to the embedding table */
-    tern_pool *pool;                /* owned */
+    tern_exec *exec;                /* borrowed from the caller, or owned when own_exec */
+    int own_exec;
+    const tern_backend_vt *bk;      /* the ops the forward runs: the exec's device */
+    void *dev;                      /* owned by the backend: device copies of the weights */
     tern_act_mode act_mode;
     size_t weight_bytes;            /* every weight tensor bound */
     void *arena;                    /* owned mapping: matmul weights in panels, or NULL */
     size_t arena_bytes;
     int arena_floats;               /* the arena holds the float matmul weights too */
-    /* Activation buffers kept between passes (llama.c); forward passes on
-     * one model run one at a time under fwd_lock, as its pool requires. */
-    pthread_mutex_t fwd_lock;
-    struct tern_fwd_ws *ws;         /* owned */
     tern_qmat **qmats;              /* owned, n_qmats: descriptors of quantized weights */
     int n_qmats, cap_qmats;
     void **bufs;                    /* owned, n_bufs: weights rewritten at load (GGUF llama q/k rows) */
     int n_bufs, cap_bufs;
 };
-
-void tern_fwd_ws_free(struct tern_fwd_ws *ws);
 
 /* Quantized weights (weight_quant.c). */
 /* Binds module's quantized matrix ("<module>.weight" uint32 codes,
@@ -93,7 +93,7 @@ tern_status tern_gguf_model_bind(struct tern_model *m, const char *path);
 tern_status tern_llama_bind_weights(struct tern_model *m);
 
 /* Moves every matmul weight of a bound model (not the input embedding) into
- * m->arena in the panel layout, using m->pool (weights_pack.c). When the copy
+ * m->arena in the panel layout, using m->exec's threads (weights_pack.c). When the copy
  * would not fit in the memory the system has available, or cannot be
  * mapped, the weights stay in the checkpoint mapping and TERN_OK is returned
  * (tern_model_weights_desc says "mapped"). quant_only: only the quantized

@@ -247,7 +247,7 @@ tern_status tern_model_pack_weights(tern_model *m, int quant_only)
     madvise(arena, size, MADV_HUGEPAGE);
     for (int i = 0; i < l.n; i++) {
         pack_job j = {l.w[i], arena + l.off[i], 0};
-        tern_pool_run(m->pool, pack_task, &j, (panel_count(l.w[i]) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
+        tern_pool_run(m->exec->pool, pack_task, &j, (panel_count(l.w[i]) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
         if (atomic_load(&j.bad)) {
             munmap(arena, size);
             st = tern_error(TERN_E_NOMEM, "out of memory packing weights");

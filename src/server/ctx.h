@@ -18,6 +18,7 @@
 
 typedef struct {
     tern_model         *model;        /* owned */
+    tern_model         *draft;        /* owned: --draft-model, or NULL */
     tern_tokenizer     *tok;          /* owned */
     tern_chat_template *tmpl;         /* owned; NULL when the model has no template */
     int                 has_thinking;

@@ -144,5 +144,28 @@ int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
     }
     rc |= srv_buf_printf(o, "tern_iteration_seconds_sum %.6f\ntern_iteration_seconds_count %llu\n", es->iter_seconds_sum,
                          (unsigned long long)es->iterations);
+    /* Speculation: drafted and kept tokens by draft position (1 = the
+     * first token after the pending one), and their totals. */
+    unsigned long long dt = 0, at = 0;
+    rc |= srv_buf_printf(o, "# HELP tern_spec_drafted Drafted tokens verified, by draft position.\n"
+                            "# TYPE tern_spec_drafted counter\n");
+    for (int i = 0; i < TERN_SPEC_POSITIONS; i++) {
+        dt += es->spec_drafted[i];
+        if (es->spec_drafted[i])
+            rc |= srv_buf_printf(o, "tern_spec_drafted{position=\"%d\"} %llu\n", i + 1,
+                                 (unsigned long long)es->spec_drafted[i]);
+    }
+    rc |= srv_buf_printf(o, "# HELP tern_spec_accepted Drafted tokens the target kept, by draft position.\n"
+                            "# TYPE tern_spec_accepted counter\n");
+    for (int i = 0; i < TERN_SPEC_POSITIONS; i++) {
+        at += es->spec_accepted[i];
+        if (es->spec_drafted[i])
+            rc |= srv_buf_printf(o, "tern_spec_accepted{position=\"%d\"} %llu\n", i + 1,
+                                 (unsigned long long)es->spec_accepted[i]);
+    }
+    rc |= srv_buf_printf(o, "# HELP tern_spec_drafted_total Drafted tokens verified.\n"
+                            "# TYPE tern_spec_drafted_total counter\ntern_spec_drafted_total %llu\n"
+                            "# HELP tern_spec_accepted_total Drafted tokens kept.\n"
+                            "# TYPE tern_spec_accepted_total counter\ntern_spec_accepted_total %llu\n", dt, at);
     return rc ? -1 : 0;
 }

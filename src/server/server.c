@@ -64,6 +64,9 @@ static tern_status load(srv_ctx *c, const tern_server_opts *o)
     mo.weights = (tern_weights_mode)o->weights;
     tern_status st = tern_model_load(o->model_dir, &mo, &c->model);
     if (st != TERN_OK) return st;
+    if (o->draft_kind == TERN_DRAFT_MODEL &&
+        (st = tern_draft_model_load(o->draft_model_dir, c->model, &mo, &c->draft)) != TERN_OK)
+        return st;
     const char *dir = tern_model_dir(c->model);
     if ((st = tern_tokenizer_load(dir, &c->tok)) != TERN_OK) return st;
     if (tern_chat_template_load(dir, &c->tmpl) != TERN_OK) {
@@ -136,9 +139,11 @@ static tern_status setup(srv_ctx *c, const tern_server_opts *o)
     eo.prompt_cache_disk_bytes = o->prompt_cache_disk_bytes;
     eo.prompt_cache_namespace = text_namespace(tern_model_dir(c->model));
     eo.draft_kind = o->draft_kind;
+    eo.draft_model = c->draft;
     eo.num_draft_tokens = o->num_draft_tokens;
     eo.ngram_min = o->ngram_min;
     eo.ngram_max = o->ngram_max;
+    eo.spec_fixed = o->spec_fixed;
     c->speculation = o->draft_kind != TERN_DRAFT_NONE;
     return tern_engine_create(c->model, &eo, &c->engine);
 }
@@ -153,6 +158,7 @@ static void teardown(srv_ctx *c)
     free(c->xtc_special);
     tern_chat_template_free(c->tmpl);
     tern_tokenizer_free(c->tok);
+    tern_model_free(c->draft);
     tern_model_free(c->model);
 }
 

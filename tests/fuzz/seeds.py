@@ -10,6 +10,9 @@ run time (standard library only):
   tokenizer    the small tokenizer.json fixtures, and each cut down to a few hundred
                vocabulary entries and merges so that a seed stays a few KB
   jinja        the chat templates of the fixture tokenizers and the template feature cases
+  gguf         the fixture GGUF files re-packed small: their metadata with the token,
+               merge and type arrays cut to a few hundred entries, and their smaller
+               tensors (the block-format test file whole)
   request      (the committed seeds only)
   toolcall     (the committed seeds only)
 
@@ -116,13 +119,105 @@ def jinja(out, shared):
             put(out, case["template"])
 
 
+GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_read(raw):
+    """(version, [(key, type, value bytes)], [(name, dims, type, data bytes)], alignment)."""
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, raw, pos)
+        pos += struct.calcsize(fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("<Q")
+        pos += n
+        return raw[pos - n:pos]
+
+    def value(ty, cut):
+        nonlocal pos
+        start = pos
+        if ty == 8:
+            string()
+        elif ty == 9:
+            et, n = take("<I"), take("<Q")
+            keep = min(n, cut)
+            items = []
+            for i in range(n):
+                s0 = pos
+                value(et, cut)
+                if i < keep:
+                    items.append(raw[s0:pos])
+            return struct.pack("<IQ", et, keep) + b"".join(items)
+        else:
+            pos += struct.calcsize(GGUF_SCALAR[ty])
+        return raw[start:pos]
+
+    assert raw[:4] == b"GGUF"
+    version = struct.unpack_from("<I", raw, 4)[0]
+    pos = 8
+    n_t, n_kv = take("<Q"), take("<Q")
+    kvs, align = [], 32
+    for _ in range(n_kv):
+        key = string()
+        ty = take("<I")
+        v = value(ty, 200)
+        if key == b"general.alignment":
+            align = struct.unpack("<I", v)[0]
+        kvs.append((key, ty, v))
+    infos = []
+    for _ in range(n_t):
+        name = string()
+        nd = take("<I")
+        dims = [take("<Q") for _ in range(nd)]
+        infos.append((name, dims, take("<I"), take("<Q")))
+    data0 = (pos + align - 1) // align * align
+    ends = sorted(o for *_, o in infos) + [len(raw) - data0]
+    tensors = []
+    for name, dims, ty, off in infos:
+        end = min(e for e in ends if e > off)
+        tensors.append((name, dims, ty, raw[data0 + off:data0 + end]))
+    return version, kvs, tensors, align
+
+
+def gguf_write(version, kvs, tensors, align):
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)))
+    for key, ty, v in kvs:
+        out += struct.pack("<Q", len(key)) + key + struct.pack("<I", ty) + v
+    off, blobs = 0, []
+    for name, dims, ty, data in tensors:
+        out += struct.pack("<Q", len(name)) + name + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ty, off)
+        pad = (len(data) + align - 1) // align * align
+        blobs.append(data + b"\0" * (pad - len(data)))
+        off += pad
+    out += b"\0" * ((align - len(out) % align) % align)
+    return bytes(out + b"".join(blobs))
+
+
+def gguf(out, shared):
+    for f in sorted((ROOT / "tests" / "fixtures" / "gguf").glob("*.gguf")):
+        raw = f.read_bytes()
+        if len(raw) <= 65536:
+            put(out, raw)
+        version, kvs, tensors, align = gguf_read(raw)
+        small = [t for t in tensors if len(t[3]) <= 1024][:8]
+        put(out, gguf_write(version, kvs, small, align))
+        put(out, gguf_write(version, kvs, [], align))
+
+
 def main(argv):
     target, out = argv[0], pathlib.Path(argv[1])
     shared = pathlib.Path(argv[2]) if len(argv) > 2 else ROOT.parent / "shared"
     if not shared.exists():
         shared = None
     out.mkdir(parents=True, exist_ok=True)
-    fn = {"safetensors": safetensors, "config": config, "tokenizer": tokenizer, "jinja": jinja}.get(target)
+    fn = {"safetensors": safetensors, "config": config, "tokenizer": tokenizer, "jinja": jinja,
+          "gguf": gguf}.get(target)
     if fn:
         fn(out, shared)
     return 0

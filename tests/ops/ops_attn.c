@@ -273,6 +273,8 @@ void ops_attention(void)
         attention_case(8, 2, 64, mixed, 5, paged);
         attention_case(4, 4, 128, mixed, 5, paged);
         attention_case(16, 2, 256, mixed, 3, paged);
+        attention_case(4, 2, 16, mixed, 5, paged);
+        attention_case(4, 2, 32, mixed, 5, paged);
         attention_case(32, 8, 128, one_long, 1, paged);
         attention_case(32, 8, 128, prefill, 1, paged);
     }

@@ -1,7 +1,6 @@
 """--device: cpu runs as before; cuda without a usable GPU (CI) exits 1 naming
 what is missing; bad values are usage errors. With a GPU, inspect names the
-device and the commands that run the forward are refused until it runs on
-the CUDA backend."""
+device and the commands run the model there."""
 import subprocess
 
 DEMO = "models/tern-demo-code-17m"
@@ -26,14 +25,14 @@ def test_device_cuda_inspect(tern_bin):
         assert r.stdout == ""
 
 
-def test_device_cuda_refused_clearly(tern_bin):
+def test_device_cuda_runs_or_is_refused_clearly(tern_bin):
     for cmd in (["logits", "--model", DEMO, "--ids", "1,2", "--out", "/dev/null"],
                 ["generate", "--model", DEMO, "--ids", "1,2", "--max-tokens", "1"]):
         r = run(tern_bin, *cmd, "--device", "cuda")
+        if r.returncode == 0:  # a usable GPU: the forward runs there
+            continue
         assert r.returncode == 1, (cmd, r.stdout, r.stderr)
-        assert "--device cuda:0:" in r.stderr
-        # no GPU: the runtime's reason; a GPU: the device is named and the forward refused
-        assert ("no usable CUDA device" in r.stderr) or ("does not run on the CUDA backend yet" in r.stderr), r.stderr
+        assert "--device cuda:0: no usable CUDA device" in r.stderr, r.stderr
         assert r.stdout == ""
 
 
@@ -50,6 +49,6 @@ def test_device_env_default(tern_bin):
     import os
     env = dict(os.environ, TERN_DEVICE="cuda")
     r = run(tern_bin, "generate", "--model", DEMO, "--ids", "1", "--max-tokens", "1", env=env)
-    assert r.returncode == 1 and "--device cuda:0:" in r.stderr
+    assert r.returncode == 0 or (r.returncode == 1 and "--device cuda:0:" in r.stderr)
     r = run(tern_bin, "inspect", "--model", DEMO, "--device", "cpu", env=env)
     assert r.returncode == 0

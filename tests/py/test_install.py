@@ -51,7 +51,7 @@ def test_program_against_installed_lib(prefix, tmp_path, kind):
         libs = pkg(prefix, "--libs") + [f"-Wl,-rpath,{prefix / 'lib'}"]
     else:
         libs = [str(prefix / "lib" / "libtern.a")] + pkg(prefix, "--libs-only-other", "--static") + \
-            [x for x in pkg(prefix, "--static", "--libs") if x not in ("-ltern",) and not x.startswith("-L")]
+            [x for x in pkg(prefix, "--static", "--libs") if x not in ("-ltern",) and x != f"-L{prefix / 'lib'}"]
     # The program sees only the installed headers: no -I into the source tree.
     subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", *san, *cflags, "-o", str(exe), str(src), *libs, "-pthread"],
                    check=True)

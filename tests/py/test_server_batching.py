@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from server_harness import Server
+from server_harness import ROOT, Server
 
 PROMPTS = ["def add(a, b):", "class Stack:\n    def __init__(self):", "import os\n\ndef walk(path):",
            "# sort a list\ndef sort(xs):", "def fib(n):", "for i in range(10):", "x = [i * i for i in",
@@ -205,8 +205,13 @@ def test_prompt_cache_survives_restart(tmp_path):
         assert b.stop() == 0, b.output()
 
 
-def test_speculation_is_lossless():
-    spec = Server("--draft-kind", "ngram", "--num-draft-tokens", "4")
+DRAFT = ROOT.parent / "shared" / "models" / "tern-demo-code-draft-4m"
+
+
+@pytest.mark.parametrize("draft", [("--draft-kind", "ngram"), ("--draft-model", str(DRAFT))],
+                         ids=["ngram", "draft-model"])
+def test_speculation_is_lossless(draft):
+    spec = Server(*draft, "--num-draft-tokens", "4")
     plain = Server("--prompt-cache-bytes", "0")
     try:
         code = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n"
@@ -222,9 +227,53 @@ def test_speculation_is_lossless():
         # A request may turn it off for itself.
         s, r = spec.post("/v1/completions", {"prompt": code, "max_tokens": 8, "num_draft_tokens": 0})
         assert s == 200 and r["usage"]["speculation"]["drafted"] == 0
+        # Eight at once, greedy and seeded: each equals its plain reply.
+        bodies = [{"prompt": code + f"\n# {i}\n", "max_tokens": 24 + i, **({"temperature": 0.7, "seed": i} if i % 2 else {})}
+                  for i in range(8)]
+        want = [plain.post("/v1/completions", b) for b in bodies]
+        got = [None] * 8
+
+        def one(i):
+            got[i] = spec.post("/v1/completions", bodies[i])
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for i in range(8):
+            assert got[i][0] == 200 and got[i][1]["choices"] == want[i][1]["choices"], i
+        # How much is drafted follows measured costs; the counters are there.
+        assert spec.metric("tern_spec_drafted_total") >= spec.metric("tern_spec_accepted_total") >= 0
     finally:
         assert spec.stop() == 0
         assert plain.stop() == 0
+
+
+def test_draft_model_needs_the_targets_tokenizer(tmp_path):
+    """A draft model with another tokenizer is refused at start-up, naming
+    the first id that differs."""
+    import shutil
+    import subprocess
+    from server_harness import MODEL, TERN
+    bad = tmp_path / "draft"
+    bad.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (bad / f).symlink_to(DRAFT / f)
+    tok = json.loads((DRAFT / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[300:302]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (bad / "tokenizer.json").write_text(json.dumps(tok))
+    shutil.copy(DRAFT / "tokenizer_config.json", bad / "tokenizer_config.json")
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--draft-model", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "tokenizer differs" in r.stderr and "id 300" in r.stderr, r.stderr
+    r = subprocess.run([str(TERN), "generate", "--model", str(MODEL), "--prompt", "x", "--draft-model", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "tokenizer differs" in r.stderr, r.stderr
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--draft-kind", "model"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "needs --draft-model" in r.stderr
 
 
 def test_prompt_cache_isolation_under_concurrency(srv):

@@ -240,6 +240,9 @@ def test_port_in_use_and_bad_flags(srv):
     r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--chat-template-args", "[1]"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "--chat-template-args must be a JSON object" in r.stderr
-    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--draft-model", "x"],
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--adapter-path", "x"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not supported" in r.stderr
+    r = subprocess.run([str(TERN), "serve", "--model", str(MODEL), "--draft-model", "/nonexistent-draft"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "/nonexistent-draft" in r.stderr

@@ -132,7 +132,8 @@ static void make_job(job *j, int i, int vocab, unsigned *s)
     }
 }
 
-static int no_cache, draft_kind;
+static int no_cache, draft_kind, spec_fixed;
+static tern_model *draft_model;
 
 static tern_engine *engine(tern_model *m, int max_batch, int interleave)
 {
@@ -140,6 +141,8 @@ static tern_engine *engine(tern_model *m, int max_batch, int interleave)
     tern_engine_opts_default(&o);
     o.no_prompt_cache = no_cache;
     o.draft_kind = draft_kind;
+    o.draft_model = draft_model;
+    o.spec_fixed = spec_fixed;
     o.max_batch = max_batch;
     o.prefill_step = 64;
     o.prefill_interleave = interleave;
@@ -209,6 +212,7 @@ static void stress(tern_model *m)
     /* Speculation (n-gram drafts verified in the batch) changes nothing
      * either: alone, then among the others arriving at random. */
     draft_kind = TERN_DRAFT_NGRAM;
+    spec_fixed = 1;   /* draft every iteration, whatever the measured costs say */
     tern_engine *es = engine(m, MAXN, 64);
     for (int i = 0; i < NREQ; i++) {
         job one = solo[i];
@@ -237,8 +241,153 @@ static void stress(tern_model *m)
     CHECK(ss.blocks_used == ss.cache_blocks && ss.blocks_reserved == 0);
     tern_engine_free(es);
     draft_kind = TERN_DRAFT_NONE;
+    spec_fixed = 0;
     CHECK_MSG(st.peak_rows >= 4, "the requests barely overlapped (peak %d rows)", st.peak_rows);
     tern_engine_free(e);
+}
+
+/* Runs js[0, n) alone one after another (batch = 0) or arriving at random
+ * times into a batch of 8, and checks each against ref. */
+static void run_against(tern_model *m, job *js, const job *ref, int n, int batch, const char *what, long *drafted,
+                        long *accepted, int self)
+{
+    tern_engine *e = engine(m, batch ? 8 : MAXN, batch ? 5 : 64);
+    unsigned r = 7;
+    for (int i = 0; i < n; i++) {
+        js[i] = ref[i];
+        CHECK(submit(e, &js[i]) == TERN_OK);
+        if (!batch) wait_all(&js[i], 1);
+        else usleep((useconds_t)(rand_r(&r) % 1500));
+    }
+    wait_all(js, n);
+    for (int i = 0; i < n; i++) {
+        CHECK_MSG(js[i].status == TERN_OK && same(&js[i], &ref[i], ref[i].o.n), "%s: request %d differs", what, i);
+        *drafted += js[i].drafted;
+        *accepted += js[i].accepted;
+        /* A model drafting for itself proposes its own greedy tokens: a
+         * greedy request without processors keeps every one. */
+        if (self && i % 4 == 0)
+            CHECK_MSG(js[i].accepted == js[i].drafted, "%s: request %d kept %ld of its own %ld greedy drafts", what,
+                      i, js[i].accepted, js[i].drafted);
+    }
+    tern_engine_stats st;
+    tern_engine_get_stats(e, &st);
+    CHECK(st.running_rows == 0 && st.blocks_used == st.cache_blocks && st.blocks_reserved == 0);
+    tern_engine_free(e);
+}
+
+enum { NSPEC = 12 };
+static job spec_ref[NSPEC], spec_got[NSPEC];
+
+/* Lossless with a draft model, for a target and two drafts: itself (every
+ * greedy draft agrees: long accepted runs, the re-feed rule) and another
+ * model of the same vocabulary (mostly rejected: rollbacks). Speculative
+ * output equals plain output, greedy and seeded, alone and in a batch with
+ * random joins, for every request kind of the mix (n > 1 included). */
+static void spec_pair(const char *target, const char *other, int n_jobs)
+{
+    tern_exec *x;
+    CHECK(tern_exec_create(2, &x) == TERN_OK);
+    tern_model_opts mo = {.precision = TERN_PRECISION_BF16, .weights = TERN_WEIGHTS_PANELS, .exec = x};
+    tern_model *m = NULL, *self = NULL, *oth = NULL;
+    if (tern_model_load(target, &mo, &m) || tern_model_load(target, &mo, &self) || tern_model_load(other, &mo, &oth)) {
+        CHECK_MSG(0, "%s: %s", target, tern_last_error());
+        goto out;
+    }
+    int V = tern_model_vocab_size(m);
+    unsigned s = 4242;
+    for (int i = 0; i < n_jobs; i++) make_job(&spec_ref[i], i, V, &s);
+    draft_kind = TERN_DRAFT_NONE;
+    draft_model = NULL;
+    long d0 = 0, a0 = 0;
+    /* The plain references, one at a time. */
+    {
+        tern_engine *e = engine(m, MAXN, 64);
+        for (int i = 0; i < n_jobs; i++) {
+            CHECK(submit(e, &spec_ref[i]) == TERN_OK);
+            wait_all(&spec_ref[i], 1);
+            CHECK(spec_ref[i].status == TERN_OK);
+        }
+        tern_engine_free(e);
+    }
+    tern_model *drafts[2] = {self, oth};
+    /* Fixed depth: how much the cost model would draft depends on timing;
+     * here every row drafts every iteration. */
+    spec_fixed = 1;
+    for (int k = 0; k < 2; k++) {
+        draft_kind = TERN_DRAFT_MODEL;
+        draft_model = drafts[k];
+        long dr = 0, ac = 0;
+        char what[4200];
+        snprintf(what, sizeof what, "%s drafted by %s, alone", target, k ? other : "itself");
+        run_against(m, spec_got, spec_ref, n_jobs, 0, what, &dr, &ac, k == 0);
+        snprintf(what, sizeof what, "%s drafted by %s, batched", target, k ? other : "itself");
+        run_against(m, spec_got, spec_ref, n_jobs, 1, what, &dr, &ac, k == 0);
+        CHECK_MSG(dr > 10 && (k || ac > 0), "%s: the draft model barely drafted (%ld, %ld kept)", target, dr, ac);
+        d0 += dr;
+        a0 += ac;
+    }
+    spec_fixed = 0;
+    /* Tail split over a cached prompt: 65 tokens, the second run finds its
+     * first 64 (two whole blocks) cached, so its prefill has nothing left
+     * to feed and the last prompt token heads the first verify. */
+    job t65[2];
+    memset(&t65[0], 0, sizeof t65[0]);
+    t65[0].n_prompt = 65;
+    for (int t = 0; t < 65; t++) t65[0].prompt[t] = (int32_t)((t * 7 + 3) % V);
+    tern_request_opts_default(&t65[0].o);
+    t65[0].o.max_tokens = 20;
+    t65[0].o.ignore_eos = 1;
+    t65[1] = t65[0];
+    job plain65 = t65[0];
+    draft_kind = TERN_DRAFT_NONE;
+    draft_model = NULL;
+    no_cache = 1;
+    tern_engine *ep = engine(m, 2, 64);
+    CHECK(submit(ep, &plain65) == TERN_OK);
+    wait_all(&plain65, 1);
+    tern_engine_free(ep);
+    no_cache = 0;
+    draft_kind = TERN_DRAFT_MODEL;
+    draft_model = self;
+    tern_engine *ec = engine(m, 2, 64);
+    for (int k = 0; k < 2; k++) {
+        CHECK(submit(ec, &t65[k]) == TERN_OK);
+        wait_all(&t65[k], 1);
+        CHECK_MSG(same(&t65[k], &plain65, 1), "%s: tail split run %d (cached %d) differs", target, k, t65[k].cached);
+    }
+    CHECK_MSG(t65[1].cached == 64, "%s: the second run found %d tokens cached", target, t65[1].cached);
+    tern_engine_free(ec);
+    draft_kind = TERN_DRAFT_NONE;
+    draft_model = NULL;
+out:
+    tern_model_free(oth);
+    tern_model_free(self);
+    tern_model_free(m);
+    tern_exec_free(x);
+}
+
+/* A draft model must run on the target's execution context, and its
+ * vocabulary must fit the target's. */
+static void spec_refusals(const char *dir)
+{
+    tern_model_opts mo = {.n_threads = 1, .precision = TERN_PRECISION_BF16};
+    tern_model *a = NULL, *b = NULL;
+    if (tern_model_load(dir, &mo, &a) || tern_model_load(dir, &mo, &b)) {
+        CHECK_MSG(0, "%s", tern_last_error());
+    } else {
+        tern_engine_opts o;
+        tern_engine_opts_default(&o);
+        o.kv_tokens = 1024;
+        o.draft_kind = TERN_DRAFT_MODEL;
+        tern_engine *e = NULL;
+        CHECK(tern_engine_create(a, &o, &e) == TERN_E_INVALID && !e);
+        o.draft_model = b;
+        CHECK(tern_engine_create(a, &o, &e) == TERN_E_INVALID && !e);
+        CHECK(strstr(tern_last_error(), "execution context") != NULL);
+    }
+    tern_model_free(a);
+    tern_model_free(b);
 }
 
 static void admission(tern_model *m)
@@ -476,7 +625,7 @@ int main(void)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", check_shared_dir());
-    tern_model_opts mo = {2, TERN_PRECISION_BF16, TERN_WEIGHTS_PANELS};
+    tern_model_opts mo = {.n_threads = 2, .precision = TERN_PRECISION_BF16, .weights = TERN_WEIGHTS_PANELS};
     tern_model *m;
     if (tern_model_load(dir, &mo, &m) != TERN_OK) {
         CHECK_MSG(0, "%s", tern_last_error());
@@ -489,10 +638,49 @@ int main(void)
     cancel(m);
     double t2 = tern_now();
     failures(m);
+    /* Again with a draft model (itself, on its execution context): failures
+     * in the draft rows' admission, growth and forwards cost speculation,
+     * never a token. */
+    {
+        tern_model_opts dmo = {.precision = TERN_PRECISION_BF16, .weights = TERN_WEIGHTS_PANELS,
+                               .exec = tern_model_exec(m)};
+        tern_model *dm = NULL;
+        CHECK(tern_model_load(dir, &dmo, &dm) == TERN_OK);
+        draft_kind = TERN_DRAFT_MODEL;
+        draft_model = dm;
+        if (dm) failures(m);
+        draft_kind = TERN_DRAFT_NONE;
+        draft_model = NULL;
+        tern_model_free(dm);
+    }
     double t3 = tern_now();
     prompt_cache(m);
-    fprintf(stderr, "times: stress %.1fs, admission+cancel %.1fs, failures %.1fs, prompt cache %.1fs\n", t1 - t0,
-            t2 - t1, t3 - t2, tern_now() - t3);
+    double t4 = tern_now();
     tern_model_free(m);
+    /* Every fixture model, and the trained demo pair. */
+    static const char *const fixtures[] = {"llama_f32", "llama_headdim32_eoslist", "llama_rope_linear",
+                                           "llama_rope_llama3", "qwen2", "qwen2_sharded", "qwen3_f16",
+                                           "qwen3_moe_sparse2", "qwen3_rope_yarn", "qwen3_tied"};
+    int nf = (int)(sizeof fixtures / sizeof *fixtures);
+    for (int i = 0; i < nf; i++) {
+        char t[4096], o[4096];
+        snprintf(t, sizeof t, "tests/fixtures/models/%s", fixtures[i]);
+        snprintf(o, sizeof o, "tests/fixtures/models/%s", fixtures[(i + 1) % nf]);
+        spec_pair(t, o, 4);
+    }
+    static const char *const shared_fx[] = {"llama", "qwen3", "qwen3_moe"};
+    for (int i = 0; i < 3; i++) {
+        char t[4096], o[4096];
+        snprintf(t, sizeof t, "%s/fixtures/models/%s", check_shared_dir(), shared_fx[i]);
+        snprintf(o, sizeof o, "%s/fixtures/models/%s", check_shared_dir(), shared_fx[(i + 1) % 3]);
+        spec_pair(t, o, 4);
+    }
+    char demo[4096], draft[4096];
+    snprintf(demo, sizeof demo, "%s/models/tern-demo-code-42m", check_shared_dir());
+    snprintf(draft, sizeof draft, "%s/models/tern-demo-code-draft-4m", check_shared_dir());
+    spec_pair(demo, draft, 8);
+    spec_refusals(dir);
+    fprintf(stderr, "times: stress %.1fs, admission+cancel %.1fs, failures %.1fs, prompt cache %.1fs, draft models %.1fs\n",
+            t1 - t0, t2 - t1, t3 - t2, t4 - t3, tern_now() - t4);
     return check_summary("test_engine");
 }

@@ -29,7 +29,7 @@ static float *alone(tern_model *m, const int32_t *ids, int n)
 
 static void check_model(const char *dir, tern_precision prec)
 {
-    tern_model_opts o = {2, prec, TERN_WEIGHTS_PANELS};
+    tern_model_opts o = {.n_threads = 2, .precision = prec, .weights = TERN_WEIGHTS_PANELS};
     tern_model *m;
     if (tern_model_load(dir, &o, &m) != TERN_OK) {
         CHECK_MSG(0, "%s", tern_last_error());
@@ -117,8 +117,38 @@ static void check_model(const char *dir, tern_precision prec)
         tern_kv_free(kc);
     }
 
+    /* Speculative verify: a window of d + 1 positions appended to a row
+     * (logits at each) gives exactly the logits of d + 1 single steps, for
+     * d = 1..8, beside a row decoding one token; a rollback of the window
+     * (trim) leaves the row as before. */
+    {
+        tern_kv *kw;
+        CHECK(tern_model_kv_create(m, 2, MAXT, 4, 0, &kw) == TERN_OK);
+        int ra, rb;
+        CHECK(tern_kv_row_add(kw, MAXT, &ra) == TERN_OK && tern_kv_row_add(kw, MAXT, &rb) == TERN_OK);
+        int n0 = 10;
+        tern_batch pb = {1, &ra, &n0, ids[1], NULL};
+        float *lg = malloc((size_t)(MAXT + 2) * V * sizeof *lg);
+        CHECK(tern_forward(m, kw, &pb, lg, NULL) == TERN_OK);
+        for (int d = 1; d <= 8 && n0 + d + 1 <= lens[1]; d++) {
+            int rr[2] = {rb, ra}, nn[2] = {1, d + 1};
+            int32_t toks[16];
+            uint8_t wt[16];
+            toks[0] = (int32_t)(d % V);
+            memcpy(toks + 1, ids[1] + n0, (size_t)(d + 1) * sizeof *toks);
+            memset(wt, 1, sizeof wt);
+            tern_batch vb = {2, rr, nn, toks, wt};
+            CHECK(tern_forward(m, kw, &vb, lg, NULL) == TERN_OK);
+            CHECK_MSG(!memcmp(lg + V, ref[1] + (long)n0 * V, (size_t)(d + 1) * V * sizeof(float)),
+                      "%s: a verify window of %d positions differs from single steps", dir, d + 1);
+            CHECK(tern_kv_trim(kw, ra, d + 1) == TERN_OK && tern_kv_offset(kw, ra) == n0);
+        }
+        free(lg);
+        tern_kv_free(kw);
+    }
+
     /* The same model with its weights read in place from the mapping. */
-    tern_model_opts om = {1, prec, TERN_WEIGHTS_MAPPED};
+    tern_model_opts om = {.n_threads = 1, .precision = prec, .weights = TERN_WEIGHTS_MAPPED};
     tern_model *mm;
     if (tern_model_load(dir, &om, &mm) == TERN_OK) {
         for (int r = 0; r < 3; r++) {
@@ -131,6 +161,28 @@ static void check_model(const char *dir, tern_precision prec)
     } else {
         CHECK_MSG(0, "%s", tern_last_error());
     }
+
+    /* Two models on one execution context (a target and its draft share
+     * threads and workspace): passes of different sizes taking turns give
+     * each model's own logits. */
+    tern_exec *x;
+    CHECK(tern_exec_create(2, &x) == TERN_OK);
+    tern_model_opts ox = {.precision = prec, .weights = TERN_WEIGHTS_PANELS, .exec = x};
+    tern_model *ma = NULL, *mb = NULL;
+    if (tern_model_load(dir, &ox, &ma) == TERN_OK && tern_model_load(dir, &ox, &mb) == TERN_OK) {
+        for (int rep = 0; rep < 2; rep++)
+            for (int r = 0; r < 3; r++) {
+                float *got = alone((r + rep) % 2 ? ma : mb, ids[r], lens[r]);
+                CHECK_MSG(!memcmp(got, ref[r], (size_t)lens[r] * V * sizeof(float)),
+                          "%s row %d: on a shared context != alone", dir, r);
+                free(got);
+            }
+    } else {
+        CHECK_MSG(0, "%s", tern_last_error());
+    }
+    tern_model_free(ma);
+    tern_model_free(mb);
+    tern_exec_free(x);
 
     free(all);
     for (int r = 0; r < 3; r++) free(ref[r]);

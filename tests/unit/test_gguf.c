@@ -18,6 +18,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/qpanel.h"
 #include "io/gguf.h"
+#include "model/gguf_tok.h"
 #include "tern/model.h"
 
 /* The tests run from the repository root (scripts/run_unit_tests.sh). */
@@ -283,7 +284,7 @@ static void check_malformed(void)
     fwrite(b.p, 1, b.n, f);
     fclose(f);
     tern_model *m = NULL;
-    tern_model_opts mo = {1, TERN_PRECISION_F32, TERN_WEIGHTS_DEFAULT};
+    tern_model_opts mo = {.n_threads = 1, .precision = TERN_PRECISION_F32};
     CHECK(tern_model_load(tmp_path, &mo, &m) == TERN_E_FORMAT);
     CHECK_MSG(strstr(tern_last_error(), "blk.0.attn_q.weight") && strstr(tern_last_error(), "byte"), "%s",
               tern_last_error());
@@ -292,9 +293,65 @@ static void check_malformed(void)
     free(b.p);
 }
 
+/* A string array of n entries. */
+static void kv_strs(buf *b, const char *k, const char *const *v, int n)
+{
+    str(b, k);
+    u32(b, 9);
+    u32(b, 8);
+    u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) str(b, v[i]);
+}
+
+/* The tokenizer written from a GGUF file's metadata: a piece or merge that
+ * is not UTF-8 (which JSON cannot hold) is refused, naming its index, never
+ * dropped (which would shift every later id or merge rank). */
+static void check_tokenizer_utf8(void)
+{
+    const char *good[] = {"a", "b", "ab"}, *bad[] = {"a", "\xff\xfe", "ab"}, *merges[] = {"a b"};
+    const char *bad_merges[] = {"a b", "\xc3 b"};
+    for (int c = 0; c < 4; c++) {
+        buf b = {0};
+        header(&b, 0, 4);
+        kv_str(&b, "tokenizer.ggml.model", "gpt2");
+        kv_str(&b, "tokenizer.ggml.pre", "qwen2");
+        if (c == 3) {
+            /* "a", "a\0b", "ab": a NUL inside a piece */
+            str(&b, "tokenizer.ggml.tokens");
+            u32(&b, 9);
+            u32(&b, 8);
+            u64(&b, 3);
+            str(&b, "a");
+            u64(&b, 3);
+            put(&b, "a\0b", 3);
+            str(&b, "ab");
+        } else {
+            kv_strs(&b, "tokenizer.ggml.tokens", c == 1 ? bad : good, 3);
+        }
+        kv_strs(&b, "tokenizer.ggml.merges", c == 2 ? bad_merges : merges, c == 2 ? 2 : 1);
+        pad(&b, 32);
+        tern_gguf *g = NULL;
+        CHECK(tern_gguf_open_memory(b.p, b.n, "mem.gguf", &g) == TERN_OK);
+        char *tok = NULL, *cfg = NULL;
+        tern_status st = g ? tern_gguf_text_json(g, &tok, &cfg) : TERN_E_FORMAT;
+        if (c == 0) {
+            CHECK_MSG(st == TERN_OK && strstr(tok, "\"ab\":2") && strstr(tok, "\"a b\""), "%s", tok ? tok : "");
+        } else {
+            CHECK(st == TERN_E_FORMAT);
+            const char *want = c != 2 ? "tokenizer.ggml.tokens[1]" : "tokenizer.ggml.merges[1]";
+            CHECK_MSG(strstr(tern_last_error(), want) && strstr(tern_last_error(), "mem.gguf"), "%s", tern_last_error());
+        }
+        free(tok);
+        free(cfg);
+        tern_gguf_close(g);
+        free(b.p);
+    }
+}
+
 int main(void)
 {
     check_dequant();
     check_malformed();
+    check_tokenizer_utf8();
     return check_summary("gguf");
 }

@@ -53,7 +53,7 @@ static char *case_dir(const char *name)
 static void expect_fail(const char *dir, tern_status code, const char *needle1, const char *needle2)
 {
     tern_model *m = NULL;
-    tern_model_opts o = {1, TERN_PRECISION_F32, TERN_WEIGHTS_DEFAULT};
+    tern_model_opts o = {.n_threads = 1, .precision = TERN_PRECISION_F32};
     tern_status st = tern_model_load(dir, &o, &m);
     CHECK_MSG(st == code, "%s: status %d (want %d): %s", dir, st, code, tern_last_error());
     CHECK_MSG(strstr(tern_last_error(), needle1), "%s: message '%s' lacks '%s'", dir, tern_last_error(), needle1);
@@ -103,7 +103,7 @@ int main(void)
     full_header(h, sizeof h, "F32", 0);
     write_st(d, h, data, -1);
     tern_model *m = NULL;
-    tern_model_opts o = {1, TERN_PRECISION_F32, TERN_WEIGHTS_DEFAULT};
+    tern_model_opts o = {.n_threads = 1, .precision = TERN_PRECISION_F32};
     CHECK_MSG(tern_model_load(d, &o, &m) == TERN_OK, "%s", tern_last_error());
     tern_model_free(m);
 

@@ -168,7 +168,7 @@ int main(void)
     snprintf(dir2, sizeof dir2, "/tmp/tern-pcache2-%d", (int)getpid());
     mkdir(dir, 0755);
     mkdir(dir2, 0755);
-    tern_model_opts mo = {2, TERN_PRECISION_BF16, TERN_WEIGHTS_PANELS};
+    tern_model_opts mo = {.n_threads = 2, .precision = TERN_PRECISION_BF16, .weights = TERN_WEIGHTS_PANELS};
     tern_model *m, *m2;
     if (tern_model_load(model, &mo, &m) || tern_model_load(other, &mo, &m2)) {
         CHECK_MSG(0, "%s", tern_last_error());

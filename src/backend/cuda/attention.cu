@@ -22,7 +22,8 @@ enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, S = TERN_CUDA_ATT
  * p [G][S]. */
 static size_t att_smem(int G, int hd) { return sizeof(float) * ((size_t)G * hd + (size_t)S * (hd + 4) + (size_t)S * hd + (size_t)G * S); }
 
-/* Instantiated for head_dim 64, 128 and 256. */
+/* Instantiated for head_dim 16, 32, 64, 128 and 256 (a multiple of 4: the
+ * 16-byte loads). */
 template <int hd>
 __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda_attn_row *__restrict__ rows,
                                                                  const int *__restrict__ tok_row, int max_splits,
@@ -165,18 +166,21 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
                                            unsigned *d_count)
 {
     if (n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > ATT_MAX_GROUP ||
-        (head_dim != 64 && head_dim != 128 && head_dim != 256))
+        (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256))
         return tern_error(TERN_E_UNSUPPORTED,
                           "cuda attention: %d heads over %d kv heads, head_dim %d (at most %d heads per kv head; "
-                          "head_dim 64, 128 or 256)",
+                          "head_dim 16, 32, 64, 128 or 256)",
                           n_heads, n_kv_heads, head_dim, (int)ATT_MAX_GROUP);
     if (total_q <= 0) return TERN_OK;
     if (max_len <= 0) return tern_error(TERN_E_INVALID, "cuda attention: max_len %d", max_len);
     int ns = splits_for(max_len);
     size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
     void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,
-                 unsigned *, float *) = head_dim == 64 ? attn_split_kernel<64>
-                                        : head_dim == 128 ? attn_split_kernel<128> : attn_split_kernel<256>;
+                 unsigned *, float *) = head_dim == 16    ? attn_split_kernel<16>
+                                        : head_dim == 32  ? attn_split_kernel<32>
+                                        : head_dim == 64  ? attn_split_kernel<64>
+                                        : head_dim == 128 ? attn_split_kernel<128>
+                                                          : attn_split_kernel<256>;
     CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              "attention shared memory");
     return launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows, d_tok_row, ns,

@@ -21,11 +21,17 @@
 #ifndef TERN_GEMV_UNROLL
 #define TERN_GEMV_UNROLL 4
 #endif
-enum { GEMV_WARPS = TERN_GEMV_WARPS, GEMV_UNROLL = TERN_GEMV_UNROLL };
+/* Weight rows per warp when x has several rows (one row: 1). */
+#ifndef TERN_GEMV_R
+#define TERN_GEMV_R 4
+#endif
+enum { GEMV_WARPS = TERN_GEMV_WARPS, GEMV_UNROLL = TERN_GEMV_UNROLL, GEMV_R = TERN_GEMV_R };
 
-/* acc[m] += x[m, k0..k0+P) . wf[0..P) */
-template <int M, int P, bool RND>
-__device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx, int k0, const float *wf,
+/* acc[r * M + m] += x[m, k0..k0+P) . wf[r][0..P) for the R weight rows: each
+ * x chunk is loaded once for all R rows. Every accumulator takes its P
+ * products in e order, as with one row at a time. */
+template <int M, int P, int R, bool RND>
+__device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx, int k0, const float (*wf)[P],
                                           float *acc, int m_count)
 {
 #pragma unroll
@@ -36,13 +42,15 @@ __device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx,
 #pragma unroll
             for (int q = 0; q < P / 4; q++) {
                 float4 t = __ldg(xp + q);
-                xv[4 * q] = t.x;
-                xv[4 * q + 1] = t.y;
-                xv[4 * q + 2] = t.z;
-                xv[4 * q + 3] = t.w;
+                xv[4 * q] = RND ? round_bf16(t.x) : t.x;
+                xv[4 * q + 1] = RND ? round_bf16(t.y) : t.y;
+                xv[4 * q + 2] = RND ? round_bf16(t.z) : t.z;
+                xv[4 * q + 3] = RND ? round_bf16(t.w) : t.w;
             }
 #pragma unroll
-            for (int e = 0; e < P; e++) acc[m] = fmaf(RND ? round_bf16(xv[e]) : xv[e], wf[e], acc[m]);
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int e = 0; e < P; e++) acc[r * M + m] = fmaf(xv[e], wf[r][e], acc[r * M + m]);
         }
     }
 }
@@ -72,12 +80,10 @@ __device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, con
         for (int u = 0; u < U; u++) {
             int ch = base + 32 * u;
             if (ch < nchunks) {
+                float wf[R][P];
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    float wf[P];
-                    WT::unpack(wv[r][u], wf);
-                    chunk_fma<M, P, RND>(x, K, ch * P, wf, acc + r * M, m_count);
-                }
+                for (int r = 0; r < R; r++) WT::unpack(wv[r][u], wf[r]);
+                chunk_fma<M, P, R, RND>(x, K, ch * P, wf, acc, m_count);
             }
         }
     }
@@ -85,26 +91,39 @@ __device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, con
     for (int i = 0; i < R * M; i++) acc[i] = warp_sum(acc[i]);
 }
 
-template <typename WT, int M, bool RND>
+/* One warp per group of R consecutive output rows (R > 1 for several rows
+ * of x: each x load then serves R weight rows). */
+template <typename WT, int M, bool RND, int R>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__restrict__ x, int m_count, int K,
                                                                const void *__restrict__ w, int N,
                                                                float *__restrict__ y, int ldy, int accumulate)
 {
     int lane = threadIdx.x & 31;
-    int n0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    int groups = (N + R - 1) / R;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
     wait_prior_grid();
-    for (int n = n0; n < N; n += stride) {
-        float acc[M];
-        const void *wr[1] = {(const char *)w + (size_t)n * row_bytes};
-        row_dots<WT, M, RND, 1, GEMV_UNROLL>(x, K, wr, lane, m_count, acc);
+    for (int g = g0; g < groups; g += stride) {
+        float acc[R * M];
+        const void *wr[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int n = g * R + r < N ? g * R + r : N - 1;   /* a row past N is read, never written */
+            wr[r] = (const char *)w + (size_t)n * row_bytes;
+        }
+        row_dots<WT, M, RND, R, (GEMV_UNROLL / R > 0 ? GEMV_UNROLL / R : 1)>(x, K, wr, lane, m_count, acc);
         if (lane == 0) {
 #pragma unroll
-            for (int m = 0; m < M; m++)
-                if (m < m_count) {
-                    float *yp = y + (long)m * ldy + n;
-                    *yp = accumulate ? *yp + acc[m] : acc[m];
-                }
+            for (int r = 0; r < R; r++) {
+                int n = g * R + r;
+                if (n >= N) break;
+#pragma unroll
+                for (int m = 0; m < M; m++)
+                    if (m < m_count) {
+                        float *yp = y + (long)m * ldy + n;
+                        *yp = accumulate ? *yp + acc[r * M + m] : acc[r * M + m];
+                    }
+            }
         }
     }
 }
@@ -112,24 +131,39 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
 /* silu(g) * u, written as the CPU's scalar path does. */
 __device__ __forceinline__ float silu_mul_1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-template <typename WT, int M, bool RND>
+/* One warp per C consecutive outputs (C > 1 for several rows of x): the
+ * gate and up rows of each, 2C weight rows sharing every x load. */
+template <typename WT, int M, bool RND, int C>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *__restrict__ x, int m_count, int K,
                                                                   const void *__restrict__ wg,
                                                                   const void *__restrict__ wu, int F,
                                                                   float *__restrict__ h)
 {
     int lane = threadIdx.x & 31;
-    int n0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
+    int groups = (F + C - 1) / C;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
+    constexpr int U = GEMV_UNROLL / (2 * C) > 0 ? GEMV_UNROLL / (2 * C) : 1;
     wait_prior_grid();
-    for (int n = n0; n < F; n += stride) {
-        float gu[2 * M];
-        const void *wr[2] = {(const char *)wg + (size_t)n * row_bytes, (const char *)wu + (size_t)n * row_bytes};
-        row_dots<WT, M, RND, 2, GEMV_UNROLL / 2>(x, K, wr, lane, m_count, gu);
+    for (int g = g0; g < groups; g += stride) {
+        float gu[2 * C * M];
+        const void *wr[2 * C];
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+            int n = g * C + j < F ? g * C + j : F - 1;   /* an output past F is read, never written */
+            wr[2 * j] = (const char *)wg + (size_t)n * row_bytes;
+            wr[2 * j + 1] = (const char *)wu + (size_t)n * row_bytes;
+        }
+        row_dots<WT, M, RND, 2 * C, U>(x, K, wr, lane, m_count, gu);
         if (lane == 0) {
 #pragma unroll
-            for (int m = 0; m < M; m++)
-                if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[m], gu[M + m]);
+            for (int j = 0; j < C; j++) {
+                int n = g * C + j;
+                if (n >= F) break;
+#pragma unroll
+                for (int m = 0; m < M; m++)
+                    if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[2 * j * M + m], gu[(2 * j + 1) * M + m]);
+            }
         }
     }
 }
@@ -185,11 +219,11 @@ template <typename WT, bool RND>
 static tern_status gemv_typed(tern_cuda *c, const float *x, int m, int K, const void *w, int N, float *y,
                               int ldy, int acc)
 {
-    if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND>, N, x, m, K, w, N, y, ldy, acc);
-    if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND>, N, x, m, K, w, N, y, ldy, acc);
-    if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND>, N, x, m, K, w, N, y, ldy, acc);
-    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND>, N, x, m, K, w, N, y, ldy, acc);
-    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND>, N, x, m, K, w, N, y, ldy, acc);
+    if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1>, N, x, m, K, w, N, y, ldy, acc);
+    if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
+    if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
+    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
+    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
 }
 
 template <typename WT, bool RND>
@@ -197,11 +231,13 @@ static tern_status gate_up_typed(tern_cuda *c, const float *x, int m, int K, con
                                  int F, float *h)
 {
     int N = F;
-    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND>, N, x, m, K, wg, wu, F, h);
-    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND>, N, x, m, K, wg, wu, F, h);
-    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND>, N, x, m, K, wg, wu, F, h);
-    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND>, N, x, m, K, wg, wu, F, h);
-    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND>, N, x, m, K, wg, wu, F, h);
+    constexpr int C = GEMV_R / 2 > 0 ? GEMV_R / 2 : 1;
+    int G = (N + C - 1) / C;
+    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1>, N, x, m, K, wg, wu, F, h);
+    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND, C>, G, x, m, K, wg, wu, F, h);
+    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND, C>, G, x, m, K, wg, wu, F, h);
+    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND, C>, G, x, m, K, wg, wu, F, h);
+    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND, C>, G, x, m, K, wg, wu, F, h);
 }
 
 /* One launch over at most 16 rows (internal; matmul.cu tiles larger M). */

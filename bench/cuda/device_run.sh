@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmarks of the CUDA backend, run on a GPU machine
+# from the root of a tern checkout that holds a bundle made here by
+#   scripts/cuda_device_bundle.sh .dev/cuda && tar -cJf .dev/cuda/tree.tar.xz tests/py tests/gen bench/cuda
+# (plus ../shared's fixtures/models under .dev/cuda/shared when ../shared is not there).
+# Usage: bash .dev/cuda/tree/bench/cuda/device_run.sh PHASE...   (after unpacking, or
+#        bash bench/cuda/device_run.sh PHASE... in a checkout that has the bundle)
+# Phases: ops (op harness), opstime (its kernel timings), fwd (GPU forward test), parity (fixture parity
+# suite with TERN_DEVICE=cuda, MoE deselected), batch (server batching tests
+# on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
+# bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
+# batchbench (tern bench --batch 1,8,32,64), benchcuda (build/bench_cuda).
+# Logs of ops go to $OUT when set.
+D=${BUNDLE:-.dev/cuda}
+OUT=${OUT:-/tmp}
+[ -d "$D/bin" ] || tar -xJf "$D/bin.tar.xz" -C "$D"
+if [ -f "$D/tree.tar.xz" ]; then
+  [ -d "$D/tree/tests/py" ] || { mkdir -p "$D/tree" && tar -xJf "$D/tree.tar.xz" -C "$D/tree"; }
+  [ -e "$D/tree/tests/fixtures" ] || ln -sfn "$PWD/tests/fixtures" "$D/tree/tests/fixtures"
+  [ -e "$D/tree/models" ] || ln -sfn "$PWD/models" "$D/tree/models"
+fi
+TREE=$D/tree; [ -d "$TREE" ] || TREE=.
+export LD_LIBRARY_PATH=$PWD/$D/lib PYTHONUNBUFFERED=1
+[ -d "$D/shared" ] && export TERN_SHARED=$PWD/$D/shared
+T=$PWD/$D/bin/tern
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+for ph in "$@"; do
+  echo "=== $ph $(date +%T)"
+  case $ph in
+  ops) "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
+  opstime) "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
+  fwd) timeout 300 "$D/bin/test_forward_cuda" 2>&1 | tail -30 ;;
+  parity) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 300 python3 -m pytest -q -k "not moe" tests/py/test_model_parity.py 2>&1 | tail -15) ;;
+  batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x tests/py/test_server_batching.py 2>&1 | tail -8) ;;
+  gen) python3 "$TREE/bench/cuda/gen_qwen3_8b.py" /tmp/q8b 2>&1 | tail -2 ;;
+  bench) for r in 1 2; do
+      TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -4
+    done ;;
+  batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
+  benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
+  esac
+done
+echo "=== end $(date +%T)"

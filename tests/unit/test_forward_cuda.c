@@ -1,0 +1,183 @@
+/* The forward on the CUDA backend against the CPU reference, and its batch
+ * invariance there: for each fixture model, every position's logits of
+ * three prompts run alone on the GPU are within 1e-3 of the CPU's
+ * (float32 activations); the three run as one batch, and one prompt fed a
+ * token at a time after a prefill, give the GPU's logits bit for bit; a
+ * forked row (shared blocks, copy on write on the GPU) decodes as its
+ * source. Without a usable GPU the test prints why and exits 77 (skipped). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/forward.h"
+#include "tern/exec.h"
+#include "tern/model.h"
+
+enum { MAXT = 48 };
+
+static float *run_alone(tern_model *m, const int32_t *ids, int n)
+{
+    int V = tern_model_vocab_size(m), row;
+    tern_kv *kv;
+    float *out = malloc((size_t)n * V * sizeof *out);
+    uint8_t want[MAXT];
+    memset(want, 1, sizeof want);
+    CHECK_MSG(tern_model_kv_create(m, 1, MAXT, 0, 0, &kv) == TERN_OK, "%s", tern_last_error());
+    CHECK(tern_kv_row_add(kv, MAXT, &row) == TERN_OK);
+    tern_batch b = {1, &row, &n, ids, want};
+    CHECK_MSG(tern_forward(m, kv, &b, out, NULL) == TERN_OK, "%s", tern_last_error());
+    tern_kv_free(kv);
+    return out;
+}
+
+static float max_diff(const float *a, const float *b, long n)
+{
+    float d = 0.0f;
+    for (long i = 0; i < n; i++) {
+        float e = fabsf(a[i] - b[i]);
+        if (!(e <= d)) d = e;   /* NaN sticks */
+    }
+    return d;
+}
+
+static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
+{
+    tern_model_opts oc = {.n_threads = 2, .precision = prec, .device = "cpu"};
+    tern_model_opts og = {.precision = prec, .exec = gpu};
+    tern_model *mc, *mg;
+    if (tern_model_load(dir, &oc, &mc) != TERN_OK) {
+        CHECK_MSG(0, "%s: %s", dir, tern_last_error());
+        return;
+    }
+    if (tern_model_load(dir, &og, &mg) != TERN_OK) {
+        CHECK_MSG(0, "%s on the GPU: %s", dir, tern_last_error());
+        tern_model_free(mc);
+        return;
+    }
+    int V = tern_model_vocab_size(mc);
+    int32_t ids[3][MAXT];
+    int lens[3] = {7, 40, 12};
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < lens[r]; i++) ids[r][i] = (int32_t)((r * 131 + i * 37 + 5) % V);
+    float *ref[3];
+    for (int r = 0; r < 3; r++) {
+        float *cpu = run_alone(mc, ids[r], lens[r]);
+        ref[r] = run_alone(mg, ids[r], lens[r]);
+        if (prec == TERN_PRECISION_F32) {
+            float d = max_diff(cpu, ref[r], (long)lens[r] * V);
+            CHECK_MSG(d <= 1e-3f, "%s row %d: GPU logits %g from the CPU's", dir, r, d);
+        }
+        free(cpu);
+    }
+
+    /* The three as one batch. */
+    tern_kv *kv;
+    int rows[4];
+    CHECK(tern_model_kv_create(mg, 4, 2 * MAXT, 0, 16, &kv) == TERN_OK);
+    for (int r = 0; r < 3; r++) CHECK(tern_kv_row_add(kv, 2 * MAXT, &rows[r]) == TERN_OK);
+    int32_t cat[3 * MAXT];
+    uint8_t want[3 * MAXT];
+    int T = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < lens[r]; i++) cat[T++] = ids[r][i];
+    memset(want, 1, (size_t)T);
+    float *all = malloc((size_t)T * V * sizeof *all);
+    tern_batch b = {3, rows, lens, cat, want};
+    CHECK_MSG(tern_forward(mg, kv, &b, all, NULL) == TERN_OK, "%s", tern_last_error());
+    long off = 0;
+    for (int r = 0; r < 3; r++) {
+        CHECK_MSG(!memcmp(all + off, ref[r], (size_t)lens[r] * V * sizeof(float)), "%s row %d batched != alone", dir, r);
+        off += (long)lens[r] * V;
+    }
+    free(all);
+
+    /* Row 1 again from scratch: prefill of 20, then one token a time, with
+     * row 0 decoding beside it; every step matches the prefill of all 40. */
+    tern_kv_row_remove(kv, rows[1]);
+    CHECK(tern_kv_row_add(kv, 2 * MAXT, &rows[1]) == TERN_OK);
+    int n20 = 20, one[2] = {1, 1};
+    float *lg = malloc((size_t)2 * V * sizeof *lg);
+    tern_batch p = {1, &rows[1], &n20, ids[1], NULL};
+    CHECK(tern_forward(mg, kv, &p, lg, NULL) == TERN_OK);
+    CHECK_MSG(!memcmp(lg, ref[1] + (long)19 * V, (size_t)V * sizeof(float)), "%s prefill 20 != position 19", dir);
+    int pair[2] = {rows[1], rows[0]};
+    for (int i = 20; i < lens[1]; i++) {
+        int32_t tk[2] = {ids[1][i], (int32_t)(i % V)};
+        tern_batch d = {2, pair, one, tk, NULL};
+        CHECK(tern_forward(mg, kv, &d, lg, NULL) == TERN_OK);
+        CHECK_MSG(!memcmp(lg, ref[1] + (long)i * V, (size_t)V * sizeof(float)), "%s decode step %d differs", dir, i);
+    }
+    /* Fork row 2 (12 positions: a partial shared block) into row 3 and
+     * decode the same token on both: copy on write keeps them apart. */
+    tern_kv_prep prep;
+    CHECK_MSG(tern_kv_row_prepare(kv, lens[2] + 1, 1, lens[2] + 1, &prep) == TERN_OK, "%s", tern_last_error());
+    rows[3] = tern_kv_row_commit(kv, &prep);
+    CHECK_MSG(tern_kv_row_adopt(kv, rows[3], rows[2]) == TERN_OK, "%s", tern_last_error());
+    int fk[2] = {rows[2], rows[3]};
+    int32_t same[2] = {3, 3};
+    tern_batch f = {2, fk, one, same, NULL};
+    CHECK_MSG(tern_forward(mg, kv, &f, lg, NULL) == TERN_OK, "%s", tern_last_error());
+    CHECK_MSG(!memcmp(lg, lg + V, (size_t)V * sizeof(float)), "%s forked row decodes differently", dir);
+    /* A block's bytes out of the GPU and into another block come back the
+     * same (the prompt cache on disk). */
+    size_t bb = tern_kv_block_bytes(kv);
+    unsigned char *b1 = malloc(bb), *b2 = malloc(bb);
+    int blk;
+    CHECK(tern_kv_block_alloc(kv, &blk) == TERN_OK);
+    tern_kv_block_save(kv, tern_kv_table(kv, rows[1])[0], b1);
+    tern_kv_block_load(kv, blk, b1);
+    tern_kv_block_save(kv, blk, b2);
+    CHECK_MSG(!memcmp(b1, b2, bb), "%s block save / load", dir);
+    tern_kv_block_release(kv, blk);
+    free(b1);
+    free(b2);
+    free(lg);
+    tern_kv_free(kv);
+    for (int r = 0; r < 3; r++) free(ref[r]);
+    tern_model_free(mg);
+    tern_model_free(mc);
+}
+
+int main(void)
+{
+    /* Device names, with or without a GPU. */
+    tern_exec *gpu;
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(tern_exec_create_device(1, bad[i], &gpu) == TERN_E_INVALID && gpu == NULL);
+        CHECK(strstr(tern_last_error(), "cpu or cuda[:N]") != NULL);
+    }
+    CHECK(tern_exec_create_device(1, "cpu", &gpu) == TERN_OK && gpu);
+    tern_exec_free(gpu);
+    if (tern_exec_create_device(2, "cuda", &gpu) != TERN_OK) {
+        printf("test_forward_cuda: skipped: %s\n", tern_last_error());
+        CHECK(strstr(tern_last_error(), "CUDA") != NULL);
+        /* A model asked onto the missing GPU is refused with that reason. */
+        tern_model_opts o = {.n_threads = 1, .device = "cuda"};
+        tern_model *m = NULL;
+        CHECK(tern_model_load("models/tern-demo-code-17m", &o, &m) == TERN_E_UNSUPPORTED && m == NULL);
+        CHECK(strstr(tern_last_error(), "CUDA") != NULL);
+        if (check_failures) return check_summary("forward_cuda");
+        return 77;   /* scripts/run_unit_tests.sh: skipped */
+    }
+    const char *shared = check_shared_dir();
+    char dir[4096];
+    const char *local[] = {"llama_f32", "qwen3_f16", "qwen3_tied", "qwen2", "llama_rope_llama3", "qwen3_rope_yarn"};
+    for (size_t i = 0; i < sizeof local / sizeof *local; i++) {
+        snprintf(dir, sizeof dir, "tests/fixtures/models/%s", local[i]);
+        check_model(dir, gpu, TERN_PRECISION_F32);
+    }
+    snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", shared);
+    check_model(dir, gpu, TERN_PRECISION_F32);
+    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_BF16);
+    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_F32);
+    /* What the backend lacks is refused at load, clearly. */
+    tern_model_opts og = {.exec = gpu};
+    tern_model *m;
+    snprintf(dir, sizeof dir, "tests/fixtures/models/qwen3_moe_sparse2");
+    CHECK(tern_model_load(dir, &og, &m) == TERN_E_UNSUPPORTED);
+    CHECK(strstr(tern_last_error(), "mixture of experts") != NULL);
+    tern_exec_free(gpu);
+    return check_summary("forward_cuda");
+}
