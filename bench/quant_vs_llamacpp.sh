@@ -24,7 +24,8 @@
 #   LLAMACPP_DIR llama.cpp build                    [$HOME/.cache/tern-bench/llama.cpp]
 #   TERN [build/tern]  THREADS [2]  PROMPT_TOKENS [512]  GEN_TOKENS [128]  ROUNDS [3]
 #   FORMATS      [Q8_0 Q4_0 Q4_K_M mlx-q8 mlx-q4]
-#   LOCK         [/work/coord/bench.lock]  OUT_DIR [a fresh temporary directory]
+#   LOCK         [/work/coord/bench.lock; empty: no per-step lock, for a caller that holds
+#                the benchmark lock for the whole run]  OUT_DIR [a fresh temporary directory]
 set -uo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,11 +38,13 @@ PROMPT_TOKENS="${PROMPT_TOKENS:-512}"
 GEN_TOKENS="${GEN_TOKENS:-128}"
 ROUNDS="${ROUNDS:-3}"
 FORMATS="${FORMATS:-Q8_0 Q4_0 Q4_K_M mlx-q8 mlx-q4}"
-LOCK="${LOCK:-/work/coord/bench.lock}"
+LOCK="${LOCK-/work/coord/bench.lock}"
 OUT_DIR="${OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tern-quant-bench.XXXXXX")}"
 mkdir -p "$OUT_DIR"
 say() { echo "quant_vs_llamacpp: $*" >&2; }
-locked() { if [ -e "$LOCK" ] || touch "$LOCK" 2>/dev/null; then flock "$LOCK" "$@"; else "$@"; fi; }
+locked() {
+    if [ -n "$LOCK" ] && { [ -e "$LOCK" ] || touch "$LOCK" 2>/dev/null; }; then flock "$LOCK" "$@"; else "$@"; fi
+}
 
 READ_BIN="$OUT_DIR/stream_read"
 ${CC:-cc} -std=c11 -O3 -march=native -o "$READ_BIN" "$REPO_ROOT/bench/stream_read_main.c" -lpthread \

@@ -184,12 +184,13 @@ static tern_status bind(tern_model *m, tern_weight *w, const char *name, int row
             return tern_error(TERN_E_UNSUPPORTED, "%s: tensor '%s': a quantized vector is not supported", path, name);
         *w = (tern_weight){data, t->dtype, rows, cols, TERN_WL_ROWS, NULL};
     } else {
-        tern_gguf_affine a;
-        tern_gguf_affine_of(t->dtype, &a);
+        /* bound for the compact panel form of its blocks (qpanel.h) */
+        tern_qform form = tern_gguf_qform(t->dtype);
+        tern_qform_info f = tern_qform_get(form);
         tern_qmat *q = tern_model_new_qmat(m);
         if (!q) return tern_error(TERN_E_NOMEM, "out of memory");
-        *q = (tern_qmat){data, NULL, NULL, a.sdt, a.group, t->dtype};
-        *w = (tern_weight){q, a.bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS, NULL};
+        *q = (tern_qmat){data, NULL, NULL, TERN_DT_F16, f.group, t->dtype, form};
+        *w = (tern_weight){q, f.bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS, NULL};
     }
     m->weight_bytes += mat;
     return TERN_OK;

@@ -88,7 +88,7 @@ tern_status tern_weight_bind_quant_slice(tern_model *m, tern_weight *w, const ch
     size_t ei = e > 0 ? (size_t)e : 0, ss = tern_dtype_size(ts->dtype);
     size_t cbytes = (size_t)rows * (size_t)cols * (size_t)bits / 8, sbytes = (size_t)rows * (size_t)G * ss;
     *q = (tern_qmat){(const uint8_t *)tw->data + ei * cbytes, (const uint8_t *)ts->data + ei * sbytes,
-                     (const uint8_t *)tb->data + ei * sbytes, ts->dtype, group, TERN_DT_U32};
+                     (const uint8_t *)tb->data + ei * sbytes, ts->dtype, group, TERN_DT_U32, TERN_QF_AFFINE};
     *w = (tern_weight){q, bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, rows, cols, TERN_WL_ROWS, NULL};
     m->weight_bytes += e > 0 ? 0 : tw->nbytes + ts->nbytes + tb->nbytes;
     return TERN_OK;

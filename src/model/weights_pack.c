@@ -35,7 +35,8 @@ static size_t packed_bytes(const tern_weight *w)
 {
     if (!is_quant(w)) return tern_cpu_panel_bytes(w->dt, w->rows, w->cols);
     const tern_qmat *q = w->data;
-    size_t b = tern_cpu_qpanel_bytes(tern_dtype_bits(w->dt), q->group, q->sdt, w->rows, w->cols);
+    size_t b = q->form ? (size_t)tern_qp_count(w->rows) * tern_qf_panel_bytes(tern_qform_get((tern_qform)q->form), w->cols)
+                       : tern_cpu_qpanel_bytes(tern_dtype_bits(w->dt), q->group, q->sdt, w->rows, w->cols);
     return (b + 63) / 64 * 64;
 }
 
@@ -91,36 +92,39 @@ static tern_status collect(tern_model *m, pack_list *l)
 typedef struct {
     const tern_weight *w;
     char *dst;
-    atomic_int bad;         /* GGUF: a block could not be represented */
+    atomic_int bad;         /* GGUF: out of memory */
 } pack_job;
 
-/* Panels [p0, p1) of a GGUF-block matrix: each row decoded to codes and
- * per-group scales and biases, then laid out as a panel. */
+/* Panels [p0, p1) of a GGUF-block matrix in its compact form: each row
+ * decoded to codes and its block scales as stored, then laid out as a panel. */
 static void pack_gguf(pack_job *j, int p0, int p1)
 {
     const tern_weight *w = j->w;
     const tern_qmat *q = w->data;
-    int be, bb, K = w->cols, G = K / q->group, bits = tern_dtype_bits(w->dt);
+    const tern_qform_info f = tern_qform_get((tern_qform)q->form);
+    int be, bb, K = w->cols, G = K / f.group, S = G / f.sbg;
     tern_dtype_block(q->src, &be, &bb);
-    size_t ss = tern_dtype_size(q->sdt), row = (size_t)(K / be) * (size_t)bb;
-    uint8_t *codes = malloc((size_t)TERN_QP_ROWS * (size_t)K);
-    uint8_t *sc = malloc((size_t)TERN_QP_ROWS * (size_t)G * ss), *bi = malloc((size_t)TERN_QP_ROWS * (size_t)G * ss);
-    if (!codes || !sc || !bi) {
+    size_t row = (size_t)(K / be) * (size_t)bb, pb = tern_qf_panel_bytes(f, K), R = TERN_QP_ROWS;
+    uint8_t *codes = malloc(R * (size_t)K), *sc = malloc(R * (size_t)G), *mn = malloc(R * (size_t)G);
+    uint16_t *d = malloc(R * (size_t)S * 2), *dmin = malloc(R * (size_t)S * 2);
+    if (!codes || !sc || !mn || !d || !dmin) {
         atomic_store(&j->bad, 2);
     } else {
         for (int p = p0; p < p1; p++) {
             int n0 = p * TERN_QP_ROWS, nr = w->rows - n0 < TERN_QP_ROWS ? w->rows - n0 : TERN_QP_ROWS;
             for (int r = 0; r < nr; r++)
-                if (tern_gguf_affine_row(q->src, (const uint8_t *)q->codes + (size_t)(n0 + r) * row, K,
-                                         codes + (size_t)r * K, sc + (size_t)r * G * ss, bi + (size_t)r * G * ss))
-                    atomic_store(&j->bad, 1);
-            tern_cpu_qpanel_pack_rows(codes, sc, bi, q->sdt, bits, q->group, nr, K,
-                                      j->dst + (size_t)p * tern_qp_panel_bytes(bits, q->group, q->sdt, K));
+                tern_gguf_compact_row(q->src, (const uint8_t *)q->codes + (size_t)(n0 + r) * row, K,
+                                      codes + (size_t)r * K, d + (size_t)r * S, dmin + (size_t)r * S,
+                                      sc + (size_t)r * G, mn + (size_t)r * G);
+            tern_cpu_qpanel_pack_compact((tern_qform)q->form, codes, d, dmin, sc, mn, nr, K,
+                                         j->dst + (size_t)p * pb);
         }
     }
     free(codes);
     free(sc);
-    free(bi);
+    free(mn);
+    free(d);
+    free(dmin);
 }
 
 static uintptr_t page_size(void)
@@ -246,10 +250,7 @@ tern_status tern_model_pack_weights(tern_model *m, int quant_only)
         tern_pool_run(m->exec->pool, pack_task, &j, (panel_count(l.w[i]) + PACK_TASK_PANELS - 1) / PACK_TASK_PANELS);
         if (atomic_load(&j.bad)) {
             munmap(arena, size);
-            st = atomic_load(&j.bad) == 2
-                     ? tern_error(TERN_E_NOMEM, "out of memory packing weights")
-                     : tern_error(TERN_E_UNSUPPORTED, "a %s block scale is too large for its panel copy",
-                                  tern_dtype_name(((const tern_qmat *)l.w[i]->data)->src));
+            st = tern_error(TERN_E_NOMEM, "out of memory packing weights");
             goto out;
         }
     }

@@ -98,7 +98,7 @@ static void check_dequant(void)
             size_t pb = tern_cpu_qpanel_bytes(a.bits, a.group, a.sdt, N, K);
             void *panel = aligned_alloc(64, (pb + 63) / 64 * 64);
             tern_cpu_qpanel_pack_rows(codes, sc, bi, a.sdt, a.bits, a.group, N, K, panel);
-            tern_qmat q = {panel, NULL, NULL, a.sdt, a.group, t->dtype};
+            tern_qmat q = {panel, NULL, NULL, a.sdt, a.group, t->dtype, TERN_QF_AFFINE};
             float x[2 * 512], y[2 * 8];
             for (int k = 0; k < 2 * K; k++) x[k] = (float)((k * 37 % 101) - 50) / 50.0f;
             tern_mm_out o = {&q, a.bits == 8 ? TERN_DT_MLX_Q8 : TERN_DT_MLX_Q4, N, y, TERN_WL_PANELS};
@@ -115,7 +115,7 @@ static void check_dequant(void)
                 }
             CHECK_MSG(mok, "%s panel matmul differs from the dequantised product", tern_dtype_name(t->dtype));
             /* the raw rows are refused without their panel copy */
-            tern_qmat raw = {t->data, NULL, NULL, a.sdt, a.group, t->dtype};
+            tern_qmat raw = {t->data, NULL, NULL, a.sdt, a.group, t->dtype, TERN_QF_AFFINE};
             tern_mm_out ro = {&raw, o.wdt, N, y, TERN_WL_ROWS};
             CHECK(tern_cpu_matmul_multi(pool, TERN_ACT_F32, x, 2, K, &ro, 1) != TERN_OK);
             free(panel);

@@ -73,12 +73,12 @@ static void qw_make(qw *w, int N, int K, int bits, int group, tern_dtype sdt)
         put_scale(w->scales, sdt, i, smax * (0.25f + 0.75f * fabsf(frand())));
         put_scale(w->biases, sdt, i, -1.0f + 0.2f * frand());
     }
-    w->rows_q = (tern_qmat){w->codes, w->scales, w->biases, sdt, group, TERN_DT_U32};
+    w->rows_q = (tern_qmat){w->codes, w->scales, w->biases, sdt, group, TERN_DT_U32, TERN_QF_AFFINE};
     size_t pb = tern_cpu_qpanel_bytes(bits, group, sdt, N, K);
     w->panels = aligned_alloc(64, (pb + 63) / 64 * 64);
     tern_cpu_qpanel_pack(w->codes, w->scales, w->biases, sdt, bits, group, N, K, w->panels, 0,
                          tern_qp_count(N));
-    w->panel_q = (tern_qmat){w->panels, NULL, NULL, sdt, group, TERN_DT_U32};
+    w->panel_q = (tern_qmat){w->panels, NULL, NULL, sdt, group, TERN_DT_U32, TERN_QF_AFFINE};
 }
 
 static void qw_free(qw *w)

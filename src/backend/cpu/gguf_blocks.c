@@ -177,3 +177,63 @@ int tern_gguf_affine_row(tern_dtype dt, const void *src, int K, uint8_t *codes, 
     }
     return bad ? -1 : 0;
 }
+
+tern_qform tern_gguf_qform(tern_dtype dt)
+{
+    switch (dt) {
+    case TERN_DT_Q8_0: return TERN_QF_Q8_0;
+    case TERN_DT_Q4_0: return TERN_QF_Q4_0;
+    case TERN_DT_Q4_K: return TERN_QF_Q4_K;
+    case TERN_DT_Q5_K: return TERN_QF_Q5_K;
+    case TERN_DT_Q6_K: return TERN_QF_Q6_K;
+    default: return TERN_QF_AFFINE;
+    }
+}
+
+void tern_gguf_compact_row(tern_dtype dt, const void *src, int K, uint8_t *codes, uint16_t *d,
+                           uint16_t *dmin, uint8_t *sc, uint8_t *m)
+{
+    const uint8_t *b = src;
+    switch (dt) {
+    case TERN_DT_Q8_0:
+        for (int k = 0, g = 0; k < K; k += 32, g++, b += 34) {
+            memcpy(d + g, b, 2);
+            for (int i = 0; i < 32; i++) codes[k + i] = (uint8_t)((int8_t)b[2 + i] + 128);
+        }
+        return;
+    case TERN_DT_Q4_0:
+        for (int k = 0, g = 0; k < K; k += 32, g++, b += 18) {
+            memcpy(d + g, b, 2);
+            for (int i = 0; i < 16; i++) {
+                codes[k + i] = b[2 + i] & 15;
+                codes[k + 16 + i] = b[2 + i] >> 4;
+            }
+        }
+        return;
+    case TERN_DT_Q4_K:
+    case TERN_DT_Q5_K: {
+        int bb = dt == TERN_DT_Q4_K ? 144 : 176;
+        for (int k = 0, s = 0; k < K; k += 256, s++, b += bb) {
+            memcpy(d + s, b, 2);
+            memcpy(dmin + s, b + 2, 2);
+            for (int sub = 0; sub < 8; sub++) {
+                int v, mv;
+                scale_min_k4(sub, b + 4, &v, &mv);
+                sc[k / 32 + sub] = (uint8_t)v;
+                m[k / 32 + sub] = (uint8_t)mv;
+                for (int l = 0; l < 32; l++) codes[k + sub * 32 + l] = (uint8_t)code_k(dt, b, sub * 32 + l);
+            }
+        }
+        return;
+    }
+    case TERN_DT_Q6_K:
+        for (int k = 0, s = 0; k < K; k += 256, s++, b += 210) {
+            memcpy(d + s, b + 208, 2);
+            memcpy(sc + k / 16, b + 192, 16);
+            for (int e = 0; e < 256; e++) codes[k + e] = (uint8_t)code_q6k(b, e);
+        }
+        return;
+    default:
+        return;
+    }
+}

@@ -1,6 +1,8 @@
-/* GGUF (ggml) block formats: dequantisation, and their decomposition into
- * the affine form w = s * code + b that the quantized panels of qpanel.h
- * hold, so that matmul_q's kernels run them.
+/* GGUF (ggml) block formats: dequantisation, their decomposition into the
+ * affine form w = s * code + b of qpanel.h (float32 or float16 s and b per
+ * group), and into the compact panel forms of qpanel.h (the block scales as
+ * stored), which the model's panel copies use; matmul_q's kernels run both,
+ * with bit-identical results.
  *
  * Block layouts (little-endian; d, dmin are float16):
  *   Q8_0  34 bytes / 32:  d, int8 q[32];                 w = q * d
@@ -26,6 +28,7 @@
 
 #include <stdint.h>
 
+#include "backend/cpu/qpanel.h"
 #include "tern/dtype.h"
 
 /* n elements (whole blocks) of a row in format dt (a GGUF block format or
@@ -48,5 +51,17 @@ int tern_gguf_affine_of(tern_dtype dt, tern_gguf_affine *a);
  * scale so large that -128 d overflows: never seen in real files). */
 int tern_gguf_affine_row(tern_dtype dt, const void *src, int K, uint8_t *codes, void *scales,
                          void *biases);
+
+/* The compact panel form of format dt (qpanel.h), TERN_QF_AFFINE for
+ * formats without one. */
+tern_qform tern_gguf_qform(tern_dtype dt);
+
+/* Decodes one row of K elements (borrowed src) of format dt, which has a
+ * compact form f, into what tern_cpu_qpanel_pack_compact takes for one row
+ * (all borrowed): codes[K] (the unsigned code: Q8_0 q + 128, Q6_K q + 32),
+ * d[K / (group * sbg)] and dmin (Q4_K / Q5_K) as stored, sc[K / group]
+ * (Q4_K / Q5_K six-bit values, Q6_K int8 bytes), m[K / group] (Q4_K / Q5_K). */
+void tern_gguf_compact_row(tern_dtype dt, const void *src, int K, uint8_t *codes, uint16_t *d,
+                           uint16_t *dmin, uint8_t *sc, uint8_t *m);
 
 #endif

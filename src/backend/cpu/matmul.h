@@ -52,6 +52,9 @@ typedef struct {
      * scalar kernel reads them in place); a GGUF block format = its raw rows,
      * which only the panel copy makes computable */
     tern_dtype src;
+    /* panels: the scale form of the copy (qpanel.h tern_qform; 0 = affine:
+     * scales and biases in sdt) */
+    int form;
 } tern_qmat;
 
 /* One output of tern_cpu_matmul_multi: y[M, n] = x . w[n, K]^T. */

@@ -96,15 +96,24 @@ typedef struct {
     const uint8_t *codes;       /* rows: row n; panels: panel of n */
     const void *scales, *biases;/* rows: row n's; panels: unused */
     int j;                      /* panels: row within the panel */
-    size_t rec;                 /* panels: bytes per group record */
+    size_t rec;                 /* panels: bytes per group record (of codes, compact forms) */
+    int form;                   /* panels: tern_qform */
+    tern_qform_info f;          /* compact forms */
+    const uint8_t *panel;       /* compact forms: the panel of n */
+    int G;
 } wrow;
 
 static wrow wrow_at(const tern_mm_out *o, int K, int n)
 {
     const tern_qmat *q = o->w;
     int bits = tern_dtype_bits(o->wdt), G = K / q->group;
-    wrow r = {o->layout != TERN_WL_ROWS, bits, q->group, q->sdt, NULL, NULL, NULL, 0, 0};
-    if (r.panels) {
+    wrow r = {o->layout != TERN_WL_ROWS, bits, q->group, q->sdt, NULL, NULL, NULL, 0, 0, 0, {0}, NULL, G};
+    if (r.panels && q->form != TERN_QF_AFFINE) {
+        r.form = q->form;
+        r.f = tern_qform_get((tern_qform)q->form);
+        r.panel = (const uint8_t *)q->codes + (size_t)(n / TERN_QP_ROWS) * tern_qf_panel_bytes(r.f, K);
+        r.j = n % TERN_QP_ROWS;
+    } else if (r.panels) {
         r.rec = tern_qp_record_bytes(bits, q->group, q->sdt);
         r.codes = (const uint8_t *)q->codes + (size_t)(n / TERN_QP_ROWS) * (size_t)G * r.rec;
         r.j = n % TERN_QP_ROWS;
@@ -124,10 +133,26 @@ static unsigned code(const wrow *r, int k)
         return (r->codes[k >> 1] >> ((k & 1) * 4)) & 15u;
     }
     int g = k / r->group, kk = k % r->group, per = 32 / r->bits;
-    const uint8_t *u = r->codes + (size_t)g * r->rec + (size_t)(kk / per) * TERN_QP_UNIT + 4 * r->j;
+    const uint8_t *gc = r->codes + (size_t)g * r->rec, *ch;
+    if (r->form) tern_qf_locate(r->f, r->panel, r->G, g, &gc, &ch);
+    const uint8_t *u = gc + (size_t)(kk / per) * TERN_QP_UNIT + 4 * r->j;
     int i = kk % per;
     if (r->bits == 8) return u[i];
-    return (u[i & 3] >> ((i >> 2) * 4)) & 15u;
+    unsigned c = (u[i & 3] >> ((i >> 2) * 4)) & 15u;
+    if (r->form && r->f.hb) {
+        /* the high unit follows the low ones: element 4t + i at bits hb*t of byte i */
+        const uint8_t *h = gc + (size_t)(r->group / per) * TERN_QP_UNIT + 4 * r->j;
+        unsigned hv = (h[kk & 3] >> (r->f.hb * (kk >> 2))) & ((1u << r->f.hb) - 1u);
+        c |= hv << 4;
+    }
+    return c;
+}
+
+static float f16_at(const uint8_t *p, size_t i)
+{
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return tern_f16_to_f32(h);
 }
 
 static void sb(const wrow *r, int g, float *s, float *b)
@@ -135,6 +160,19 @@ static void sb(const wrow *r, int g, float *s, float *b)
     if (!r->panels) {
         *s = scale_at(r->scales, r->sdt, (size_t)g);
         *b = scale_at(r->biases, r->sdt, (size_t)g);
+        return;
+    }
+    if (r->form) {
+        const tern_qform_info f = r->f;
+        const uint8_t *gc, *ch;
+        tern_qf_locate(f, r->panel, r->G, g, &gc, &ch);
+        const uint8_t *sg = ch + (f.sub == 2 ? 64 : 32) + (size_t)(g % f.sbg) * TERN_QP_ROWS * (size_t)f.sub;
+        float d = f16_at(ch, (size_t)r->j);
+        if (f.sub == 0) *s = d;
+        else if (f.sub == 1) *s = d * (float)(int8_t)sg[r->j];
+        else *s = d * (float)sg[r->j];
+        if (f.sub == 2) *b = -(f16_at(ch + 32, (size_t)r->j) * (float)sg[TERN_QP_ROWS + r->j]);
+        else *b = (float)f.bias_k * *s;
         return;
     }
     const uint8_t *rec = r->codes + (size_t)g * r->rec + tern_qp_codes_bytes(r->bits, r->group);
@@ -183,7 +221,7 @@ static void qtables_fill(void)
         tern_qmm_table *t = &qtables[TERN_CPU_ISA_AVX512];
         tern_qmm_table_avx512(t);
         for (int m = 0; m < 2; m++)
-            for (int b = 0; b < 2; b++)
+            for (int b = 0; b < TERN_QK_COUNT; b++)
                 if (!t->panels[m][b]) t->panels[m][b] = qtables[TERN_CPU_ISA_AVX2].panels[m][b];
         if (!t->prep) t->prep = qtables[TERN_CPU_ISA_AVX2].prep;
     }
@@ -213,6 +251,16 @@ tern_status tern_cpu_matmul_q_check(const tern_mm_out *o, int K)
                           tern_dtype_name(q->src));
     if (o->layout != TERN_WL_ROWS && o->layout != TERN_WL_PANELS && o->layout != TERN_WL_PANELS_HUGE)
         return tern_error(TERN_E_INVALID, "matmul: unknown weight layout %d", (int)o->layout);
+    if (q->form < 0 || q->form >= TERN_QF_COUNT)
+        return tern_error(TERN_E_INVALID, "matmul: unknown panel form %d", q->form);
+    if (q->form != TERN_QF_AFFINE) {
+        tern_qform_info f = tern_qform_get((tern_qform)q->form);
+        if (o->layout == TERN_WL_ROWS)
+            return tern_error(TERN_E_INVALID, "matmul: a compact panel form needs the panel layout");
+        if (f.bits != bits || f.group != q->group || K % (f.group * f.sbg))
+            return tern_error(TERN_E_INVALID, "matmul: panel form %d does not match %d-bit codes, group %d, "
+                              "K=%d", q->form, bits, q->group, K);
+    }
     return TERN_OK;
 }
 
@@ -251,7 +299,8 @@ static void qplan(qjob *j, int K, int threads)
 {
     int np = tern_qp_count(j->N);
     const tern_qmat *q = j->o->w;
-    size_t pb = tern_qp_panel_bytes(tern_dtype_bits(j->o->wdt), q->group, q->sdt, K);
+    size_t pb = q->form ? tern_qf_panel_bytes(tern_qform_get((tern_qform)q->form), K)
+                        : tern_qp_panel_bytes(tern_dtype_bits(j->o->wdt), q->group, q->sdt, K);
     int per;
     if (j->M <= QMM_SMALL_M) {
         j->mb = j->M;
@@ -312,9 +361,10 @@ tern_status tern_cpu_matmul_q(tern_pool *pool, tern_act_mode mode, const float *
         qjob *j = &q.jobs[i];
         int g = 0;
         while (groups[g] != ((const tern_qmat *)outs[i].w)->group) g++;
-        int m8 = tern_dtype_bits(outs[i].wdt) == 8, fast = mode == TERN_ACT_BF16;
+        int form = ((const tern_qmat *)outs[i].w)->form, fast = mode == TERN_ACT_BF16;
+        int ki = form ? 1 + form : tern_dtype_bits(outs[i].wdt) == 8;
         *j = (qjob){tern_qmm_scalar, &acts[g], &outs[i], M, outs[i].n, 0, 0, 0};
-        if (outs[i].layout != TERN_WL_ROWS && tab->panels[fast][m8]) j->fn = tab->panels[fast][m8];
+        if (outs[i].layout != TERN_WL_ROWS && tab->panels[fast][ki]) j->fn = tab->panels[fast][ki];
         qplan(j, K, tern_pool_threads(pool));
         q.first_task[i + 1] = q.first_task[i] + j->n_mblk * ((j->N + j->nb - 1) / j->nb);
     }

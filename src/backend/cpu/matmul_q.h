@@ -14,7 +14,11 @@
  *   int8:  acc = fma((float) sum_k q*xq, s*dx, acc); acc = fma(b, sx, acc)
  *   f32:   aq = fma(q_k, x_k, aq) for k in order (aq from 0);
  *          acc = fma(aq, s, acc);                   acc = fma(b, sx, acc)
- * (acc from 0). The integer sums are exact in any order, so the vector
+ * (acc from 0). In the compact panel forms of the GGUF formats s and b are
+ * computed from the stored block scales, exactly the float32 values the
+ * affine form holds (qpanel.h), and a code with high bits is the integer
+ * low + 16 * high, so the chain and its results are those of the affine
+ * form. The integer sums are exact in any order, so the vector
  * kernels (one 32-bit lane per weight row, qpanel.h) compute exactly the
  * operations of the scalar kernel: results are bit-identical across ISAs,
  * layouts, batch sizes, other rows and thread counts (tested).
@@ -26,6 +30,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/qpanel.h"
 
 /* y for the quantized outputs outs[0..n_outs) (every wdt quantized),
  * checked and dispatched as tern_cpu_matmul_multi documents. */
@@ -51,15 +56,19 @@ typedef struct {
 typedef void (*tern_qmm_kernel)(const tern_qact *a, int m0, int m1, const tern_mm_out *o,
                                 int n0, int n1);
 
-/* Per-ISA kernels over qpanel.h panels, [mode][bits == 8]; NULL entries
- * fall back to the scalar kernels. */
+/* Per-ISA kernels over qpanel.h panels, [mode][kernel index]; NULL
+ * entries fall back to the scalar kernels. */
 /* Prepares rows [0, M) of x as tern_qact_prepare documents (one ISA's
  * version; every version gives identical bytes). */
 typedef void (*tern_qact_fn)(tern_act_mode mode, const float *x, int M, int K, int group, float *sx,
                              float *dx, int8_t *xq);
 
+/* Kernel index of a panel copy: 0 / 1 affine 4 / 8 bits, 1 + form for the
+ * compact forms of qpanel.h. */
+enum { TERN_QK_COUNT = 1 + TERN_QF_COUNT };
+
 typedef struct {
-    tern_qmm_kernel panels[2][2];
+    tern_qmm_kernel panels[2][TERN_QK_COUNT];
     tern_qact_fn prep;      /* NULL: the portable one */
 } tern_qmm_table;
 

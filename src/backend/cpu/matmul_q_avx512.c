@@ -34,6 +34,43 @@ KERN_INLINE __m512 load_s16(const uint8_t *p, tern_dtype sdt)
     return _mm512_cvtph_ps(h);
 }
 
+/* A panel's geometry: the affine form's records (scales at cb into each
+ * record of rec bytes), or a compact form's (qpanel.h tern_qf_locate). */
+typedef struct {
+    size_t rec, cb, ss;     /* code record stride; affine: codes bytes, scale size */
+    size_t panel;           /* bytes per panel */
+    tern_dtype sdt;
+} geom;
+
+/* s and b of group g as qpanel.h defines them for form (r: the group's
+ * record in the affine form, its superblock's scales in a compact one). */
+KERN_INLINE void scales(int form, const geom *q, const uint8_t *r, int g, __m512 *s,
+                        __m512 *b)
+{
+    if (form == TERN_QF_AFFINE) {
+        *s = load_s16(r + q->cb, q->sdt);
+        *b = load_s16(r + q->cb + TERN_QP_ROWS * q->ss, q->sdt);
+        return;
+    }
+    const tern_qform_info f = tern_qform_get((tern_qform)form);
+    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r));
+    if (f.sub == 0) {
+        *s = d;
+    } else if (f.sub == 1) {
+        __m128i sc = _mm_loadu_si128((const __m128i *)(r + 32 + (size_t)(g % f.sbg) * TERN_QP_ROWS));
+        *s = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+    } else {
+        const uint8_t *o = r + 64 + (size_t)(g % f.sbg) * 2 * TERN_QP_ROWS;
+        __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)o)));
+        __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + 16))));
+        __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 32)));
+        *s = _mm512_mul_ps(d, sc);
+        *b = _mm512_xor_ps(_mm512_mul_ps(dm, mn), _mm512_set1_ps(-0.0f));
+        return;
+    }
+    *b = _mm512_mul_ps(*s, _mm512_set1_ps((float)f.bias_k));
+}
+
 KERN_INLINE __m512i bcast4(const int8_t *p)
 {
     int32_t v;
@@ -43,13 +80,16 @@ KERN_INLINE __m512i bcast4(const int8_t *p)
 
 /* int8 activations: rows m0 .. m0+mr of x, one panel, P partial integer
  * sums per row (more independent chains for few rows). */
-KERN_INLINE void tile_i8(int bits, int mr, int P, int pf, const tern_qact *a, int m0,
-                         const uint8_t *panel, size_t rec, size_t cb, tern_dtype sdt, float *y,
-                         long ldy, __mmask16 nmask)
+KERN_INLINE void tile_i8(int form, int bits, int mr, int P, int pf, const tern_qact *a, int m0,
+                         const uint8_t *panel, const geom *q, float *y, long ldy, __mmask16 nmask)
 {
-    const int K = a->K, G = a->G, gs = a->group, units = gs * bits / 32;
-    const size_t ss = tern_dtype_size(sdt);
+    /* a compact form's group is a constant: its loops unroll with immediate shifts */
+    const int gs = form ? tern_qform_get((tern_qform)form).group : a->group;
+    const int K = a->K, G = a->G, units = gs * bits / 32;
+    const size_t rec = q->rec;
+    const int hb = form == TERN_QF_AFFINE ? 0 : tern_qform_get((tern_qform)form).hb;
     const __m512i low = _mm512_set1_epi8(0x0f);
+    const __m512i hmask = _mm512_set1_epi8((char)(((1 << hb) - 1) << 4));
     const int8_t *xq[MR];
     __m512 acc[MR];
 #pragma GCC unroll 8
@@ -58,14 +98,38 @@ KERN_INLINE void tile_i8(int bits, int mr, int P, int pf, const tern_qact *a, in
         acc[i] = _mm512_setzero_ps();
     }
     for (int g = 0; g < G; g++) {
-        const uint8_t *r = panel + (size_t)g * rec;
+        const uint8_t *r = panel + (size_t)g * rec, *sp = r;
+        if (form) tern_qf_locate(tern_qform_get((tern_qform)form), panel, G, g, &r, &sp);
         const int k0 = g * gs;
         __m512i is[MR][4];
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) is[i][p] = _mm512_setzero_si512();
-        if (bits == 4) {
+        if (hb) {
+            /* codes with high bits: the 4 codes of elements 4t .. 4t+3 of each
+             * lane are a nibble of low unit t / 2 with the high bits of step
+             * t put above it (byte values < 64), one dot product per step */
+            const uint8_t *hp = r + (size_t)units * TERN_QP_UNIT;
+            if (pf) _mm_prefetch((const char *)hp + PF_BYTES, _MM_HINT_T0);
+            const __m512i hv = _mm512_load_si512(hp);
+            for (int u = 0; u < units; u++) {
+                const uint8_t *up = r + (size_t)u * TERN_QP_UNIT;
+                if (pf) _mm_prefetch((const char *)up + PF_BYTES, _MM_HINT_T0);
+                __m512i v = _mm512_load_si512(up);
+                __m512i nib[2] = {_mm512_and_si512(v, low), _mm512_and_si512(_mm512_srli_epi16(v, 4), low)};
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    int t = 2 * u + e, sh = hb * t;
+                    __m512i h = sh <= 4 ? _mm512_slli_epi32(hv, 4 - sh) : _mm512_srli_epi32(hv, sh - 4);
+                    __m512i c = _mm512_or_si512(nib[e], _mm512_and_si512(h, hmask));
+                    int pt = P > 1 ? t % P : 0;
+#pragma GCC unroll 8
+                    for (int i = 0; i < MR; i++)
+                        if (i < mr) is[i][pt] = _mm512_dpbusd_epi32(is[i][pt], c, bcast4(xq[i] + k0 + 4 * t));
+                }
+            }
+        } else if (bits == 4) {
             const int su = P > 1 ? P / 2 : 1;  /* units per step: lo, hi of each */
             for (int u = 0; u < units; u += su) {
 #pragma GCC unroll 2
@@ -99,7 +163,8 @@ KERN_INLINE void tile_i8(int bits, int mr, int P, int pf, const tern_qact *a, in
                 }
             }
         }
-        __m512 sc = load_s16(r + cb, sdt), bi = load_s16(r + cb + TERN_QP_ROWS * ss, sdt);
+        __m512 sc, bi;
+        scales(form, q, sp, g, &sc, &bi);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             if (i >= mr) continue;
@@ -118,11 +183,13 @@ KERN_INLINE void tile_i8(int bits, int mr, int P, int pf, const tern_qact *a, in
 }
 
 /* float32 activations: codes widened to float, k in order per lane. */
-KERN_INLINE void tile_f32(int bits, int mr, int pf, const tern_qact *a, int m0, const uint8_t *panel,
-                          size_t rec, size_t cb, tern_dtype sdt, float *y, long ldy, __mmask16 nmask)
+KERN_INLINE void tile_f32(int form, int bits, int mr, int pf, const tern_qact *a, int m0,
+                          const uint8_t *panel, const geom *g_, float *y, long ldy, __mmask16 nmask)
 {
     const int K = a->K, G = a->G, gs = a->group, units = gs * bits / 32, per = 32 / bits;
-    const size_t ss = tern_dtype_size(sdt);
+    const size_t rec = g_->rec;
+    const int hb = form == TERN_QF_AFFINE ? 0 : tern_qform_get((tern_qform)form).hb;
+    const __m512i hmask = _mm512_set1_epi32((1 << hb) - 1);
     const __m512i cmask = _mm512_set1_epi32(bits == 8 ? 0xff : 0x0f);
     const float *x[MR];
     __m512 acc[MR];
@@ -132,10 +199,13 @@ KERN_INLINE void tile_f32(int bits, int mr, int pf, const tern_qact *a, int m0, 
         acc[i] = _mm512_setzero_ps();
     }
     for (int g = 0; g < G; g++) {
-        const uint8_t *r = panel + (size_t)g * rec;
+        const uint8_t *r = panel + (size_t)g * rec, *sp = r;
+        if (form) tern_qf_locate(tern_qform_get((tern_qform)form), panel, G, g, &r, &sp);
         __m512 aq[MR];
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) aq[i] = _mm512_setzero_ps();
+        __m512i hv = _mm512_setzero_si512();
+        if (hb) hv = _mm512_load_si512(r + (size_t)units * TERN_QP_UNIT);
         for (int u = 0; u < units; u++) {
             const uint8_t *up = r + (size_t)u * TERN_QP_UNIT;
             if (pf) _mm_prefetch((const char *)up + PF_BYTES, _MM_HINT_T0);
@@ -146,13 +216,21 @@ KERN_INLINE void tile_f32(int bits, int mr, int pf, const tern_qact *a, int m0, 
                 /* element e of the unit: byte e (8 bits); low nibble of byte
                  * e, then high nibble of byte e-4 (4 bits) */
                 int shift = bits == 8 ? 8 * e : (e < 4 ? 8 * e : 8 * (e - 4) + 4);
-                __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, shift), cmask));
+                __m512i c = _mm512_and_si512(_mm512_srli_epi32(v, shift), cmask);
+                if (hb) {
+                    /* element kk of the group: bits hb*(kk/4) of byte kk%4 of the high unit */
+                    int kk = u * per + e;
+                    __m512i h = _mm512_srl_epi32(hv, _mm_cvtsi32_si128(8 * (kk & 3) + hb * (kk >> 2)));
+                    c = _mm512_or_si512(c, _mm512_slli_epi32(_mm512_and_si512(h, hmask), 4));
+                }
+                __m512 q = _mm512_cvtepi32_ps(c);
 #pragma GCC unroll 8
                 for (int i = 0; i < MR; i++)
                     if (i < mr) aq[i] = _mm512_fmadd_ps(q, _mm512_set1_ps(x[i][kb + e]), aq[i]);
             }
         }
-        __m512 sc = load_s16(r + cb, sdt), bi = load_s16(r + cb + TERN_QP_ROWS * ss, sdt);
+        __m512 sc, bi;
+        scales(form, g_, sp, g, &sc, &bi);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             if (i >= mr) continue;
@@ -165,43 +243,59 @@ KERN_INLINE void tile_f32(int bits, int mr, int pf, const tern_qact *a, int m0, 
         if (i < mr) _mm512_mask_storeu_ps(y + i * ldy, nmask, acc[i]);
 }
 
+/* The geometry of output o's panels (form: its tern_qform, constant per kernel). */
+KERN_INLINE geom geom_of(int form, int bits, const tern_qact *a, const tern_mm_out *o)
+{
+    const tern_qmat *q = o->w;
+    geom g = {0, 0, 0, 0, q->sdt};
+    if (form == TERN_QF_AFFINE) {
+        g.rec = tern_qp_record_bytes(bits, a->group, q->sdt);
+        g.cb = tern_qp_codes_bytes(bits, a->group);
+        g.ss = tern_dtype_size(q->sdt);
+        g.panel = (size_t)a->G * g.rec;
+    } else {
+        tern_qform_info f = tern_qform_get((tern_qform)form);
+        g.panel = tern_qf_panel_bytes(f, a->K);
+    }
+    return g;
+}
+
 /* Rows of x in tiles of MR (the last one narrower; one or two rows keep
  * several integer chains in flight), panel by panel. */
-KERN_INLINE void drive(int bits, int fast, const tern_qact *a, int m0, int m1, const tern_mm_out *o,
+KERN_INLINE void drive(int form, int bits, int fast, const tern_qact *a, int m0, int m1, const tern_mm_out *o,
                        int n0, int n1)
 {
     const tern_qmat *q = o->w;
-    const tern_dtype sdt = q->sdt;
-    const size_t rec = tern_qp_record_bytes(bits, a->group, sdt), cb = tern_qp_codes_bytes(bits, a->group);
+    const geom gm = geom_of(form, bits, a, o);
     const long ldy = o->n;
     const int pf = o->layout == TERN_WL_PANELS;
     for (int n = n0; n < n1; n += TERN_QP_ROWS) {
-        const uint8_t *panel = (const uint8_t *)q->codes + (size_t)(n / TERN_QP_ROWS) * (size_t)a->G * rec;
+        const uint8_t *panel = (const uint8_t *)q->codes + (size_t)(n / TERN_QP_ROWS) * gm.panel;
         __mmask16 nm = n1 - n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n1 - n)) - 1u);
         for (int m = m0; m < m1;) {
             int mr = m1 - m >= MR ? MR : m1 - m;
             float *y = o->y + (size_t)m * ldy + n;
             if (fast) {
                 switch (mr) {
-                case 8: tile_i8(bits, 8, 1, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 7: tile_i8(bits, 7, 1, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 6: tile_i8(bits, 6, 1, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 5: tile_i8(bits, 5, 1, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 4: tile_i8(bits, 4, 1, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 3: tile_i8(bits, 3, 2, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 2: tile_i8(bits, 2, 2, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                default: tile_i8(bits, 1, 4, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
+                case 8: tile_i8(form, bits, 8, 1, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 7: tile_i8(form, bits, 7, 1, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 6: tile_i8(form, bits, 6, 1, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 5: tile_i8(form, bits, 5, 1, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 4: tile_i8(form, bits, 4, 1, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 3: tile_i8(form, bits, 3, 2, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 2: tile_i8(form, bits, 2, 2, pf, a, m, panel, &gm, y, ldy, nm); break;
+                default: tile_i8(form, bits, 1, 4, pf, a, m, panel, &gm, y, ldy, nm); break;
                 }
             } else {
                 switch (mr) {
-                case 8: tile_f32(bits, 8, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 7: tile_f32(bits, 7, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 6: tile_f32(bits, 6, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 5: tile_f32(bits, 5, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 4: tile_f32(bits, 4, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 3: tile_f32(bits, 3, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                case 2: tile_f32(bits, 2, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
-                default: tile_f32(bits, 1, pf, a, m, panel, rec, cb, sdt, y, ldy, nm); break;
+                case 8: tile_f32(form, bits, 8, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 7: tile_f32(form, bits, 7, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 6: tile_f32(form, bits, 6, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 5: tile_f32(form, bits, 5, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 4: tile_f32(form, bits, 4, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 3: tile_f32(form, bits, 3, pf, a, m, panel, &gm, y, ldy, nm); break;
+                case 2: tile_f32(form, bits, 2, pf, a, m, panel, &gm, y, ldy, nm); break;
+                default: tile_f32(form, bits, 1, pf, a, m, panel, &gm, y, ldy, nm); break;
                 }
             }
             m += mr;
@@ -209,25 +303,77 @@ KERN_INLINE void drive(int bits, int fast, const tern_qact *a, int m0, int m1, c
     }
 }
 
+/* One kernel per (form, code bits, activation mode). */
 static void q4_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
 {
-    drive(4, 1, a, m0, m1, o, n0, n1);
+    drive(TERN_QF_AFFINE, 4, 1, a, m0, m1, o, n0, n1);
 }
 
 static void q8_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
 {
-    drive(8, 1, a, m0, m1, o, n0, n1);
+    drive(TERN_QF_AFFINE, 8, 1, a, m0, m1, o, n0, n1);
 }
 
 static void q4_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
 {
-    drive(4, 0, a, m0, m1, o, n0, n1);
+    drive(TERN_QF_AFFINE, 4, 0, a, m0, m1, o, n0, n1);
 }
 
 static void q8_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
 {
-    drive(8, 0, a, m0, m1, o, n0, n1);
+    drive(TERN_QF_AFFINE, 8, 0, a, m0, m1, o, n0, n1);
 }
+
+static void g80_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q8_0, 8, 1, a, m0, m1, o, n0, n1);
+}
+
+static void g80_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q8_0, 8, 0, a, m0, m1, o, n0, n1);
+}
+
+static void g40_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q4_0, 4, 1, a, m0, m1, o, n0, n1);
+}
+
+static void g40_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q4_0, 4, 0, a, m0, m1, o, n0, n1);
+}
+
+static void g4k_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q4_K, 4, 1, a, m0, m1, o, n0, n1);
+}
+
+static void g4k_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q4_K, 4, 0, a, m0, m1, o, n0, n1);
+}
+
+static void g5k_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q5_K, 4, 1, a, m0, m1, o, n0, n1);
+}
+
+static void g5k_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q5_K, 4, 0, a, m0, m1, o, n0, n1);
+}
+
+static void g6k_i8(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q6_K, 4, 1, a, m0, m1, o, n0, n1);
+}
+
+static void g6k_f32(const tern_qact *a, int m0, int m1, const tern_mm_out *o, int n0, int n1)
+{
+    drive(TERN_QF_Q6_K, 4, 0, a, m0, m1, o, n0, n1);
+}
+
 
 /* tern_qact_prepare's preparation, 16 elements at a time: the same partial
  * sums in double (lane l of the two 8-lane halves is partial l), the same
@@ -276,12 +422,13 @@ static void prep(tern_act_mode mode, const float *x, int M, int K, int group, fl
 
 void tern_qmm_table_avx512(tern_qmm_table *t)
 {
+    static const tern_qmm_kernel f32k[TERN_QK_COUNT] = {q4_f32, q8_f32, g80_f32, g40_f32, g4k_f32, g5k_f32, g6k_f32};
+    static const tern_qmm_kernel i8k[TERN_QK_COUNT] = {q4_i8, q8_i8, g80_i8, g40_i8, g4k_i8, g5k_i8, g6k_i8};
     t->prep = prep;
-    t->panels[TERN_ACT_F32][0] = q4_f32;
-    t->panels[TERN_ACT_F32][1] = q8_f32;
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512vnni")) {
-        t->panels[TERN_ACT_BF16][0] = q4_i8;
-        t->panels[TERN_ACT_BF16][1] = q8_i8;
+    int vnni = __builtin_cpu_supports("avx512vnni");
+    for (int k = 0; k < TERN_QK_COUNT; k++) {
+        t->panels[TERN_ACT_F32][k] = f32k[k];
+        if (vnni) t->panels[TERN_ACT_BF16][k] = i8k[k];
     }
 }

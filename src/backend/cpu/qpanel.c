@@ -70,3 +70,45 @@ void tern_cpu_qpanel_pack_rows(const uint8_t *codes, const void *scales, const v
         }
     }
 }
+
+void tern_cpu_qpanel_pack_compact(tern_qform form, const uint8_t *codes, const uint16_t *d,
+                                  const uint16_t *dmin, const uint8_t *sc, const uint8_t *m, int nrows,
+                                  int K, void *dst)
+{
+    const tern_qform_info f = tern_qform_get(form);
+    const int per_unit = 32 / f.bits, units = f.group / per_unit, G = K / f.group, S = G / f.sbg;
+    const size_t lo_bytes = (size_t)units * TERN_QP_UNIT, hdr = f.sub == 2 ? 64 : 32;
+    memset(dst, 0, tern_qf_panel_bytes(f, K));
+    for (int j = 0; j < nrows; j++) {
+        const uint8_t *r = codes + (size_t)j * (size_t)K;
+        for (int g = 0; g < G; g++) {
+            const uint8_t *cr, *chr;
+            tern_qf_locate(f, dst, G, g, &cr, &chr);
+            uint8_t *rec = (uint8_t *)cr, *ch = (uint8_t *)chr;
+            const uint8_t *c = r + (size_t)g * f.group;
+            for (int u = 0; u < units; u++) {
+                uint8_t *o = rec + (size_t)u * TERN_QP_UNIT + 4 * j;
+                for (int i = 0; i < 4; i++) {
+                    int k = u * per_unit + i;
+                    o[i] = f.bits == 8 ? c[k] : (uint8_t)((c[k] & 15) | (c[k + 4] & 15) << 4);
+                }
+            }
+            if (f.hb) {
+                uint8_t *o = rec + lo_bytes + 4 * j;
+                for (int t = 0; t < 8 / f.hb; t++)
+                    for (int i = 0; i < 4; i++) o[i] |= (uint8_t)((c[4 * t + i] >> 4) << (f.hb * t));
+            }
+            /* the superblock's block scales with its first group, the sub-scales with each */
+            int sb = g / f.sbg, gi = g % f.sbg;
+            if (gi == 0) {
+                memcpy(ch + 2 * j, d + (size_t)j * S + sb, 2);
+                if (f.sub == 2) memcpy(ch + 32 + 2 * j, dmin + (size_t)j * S + sb, 2);
+            }
+            if (f.sub) {
+                uint8_t *sg = ch + hdr + (size_t)gi * TERN_QP_ROWS * (size_t)f.sub;
+                sg[j] = sc[(size_t)j * G + g];
+                if (f.sub == 2) sg[TERN_QP_ROWS + j] = m[(size_t)j * G + g];
+            }
+        }
+    }
+}
