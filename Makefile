@@ -182,7 +182,11 @@ ifeq ($(CUDA)$(SAN),11)
 -include $(shell find build/obj/src/backend/cuda -name '*.d' 2>/dev/null)
 endif
 
-.PHONY: all test clean fuzz fuzz-targets
+# The libraries a program linking build/libtern.a needs (the benchmark programs' build lines).
+link-flags:
+	@echo $(LIBS) $(CUDA_LIBS)
+
+.PHONY: all test clean fuzz fuzz-targets link-flags
 .SECONDARY:
 
 # Installing libtern for other programs: the static and shared library, the

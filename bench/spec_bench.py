@@ -9,7 +9,9 @@ model (decode tok/s = (generated - 1) / decode time; outputs compared, they must
 be identical), then llama-server (one slot, -t THREADS) plain, with the draft
 model (-md, --spec-draft-n-max K) and with n-gram lookup (--spec-type
 ngram-simple, --spec-ngram-simple-size-m K) for each K in --llama-draft (4,8),
-its decode tok/s from the reply's timings.predicted_per_second. Totals are
+its decode tok/s from the reply's timings.predicted_per_second (llama-server
+modes: -md with --spec-type draft-simple; ngram-simple with n = 3, ngram-mod
+and ngram-map-k; the best of each kind is the baseline). Totals are
 tokens / time over all prompts; each speculative mode is reported as a ratio to
 the same engine's plain decode, and tern's as a ratio to llama.cpp's best K.
 
@@ -122,8 +124,12 @@ def main():
     if not a.no_llama:
         ks = [int(k) for k in a.llama_draft.split(",")]
         modes = [("plain", [])]
-        modes += [(f"model@{k}", ["-md", a.gguf_draft, "--spec-draft-n-max", str(k)]) for k in ks]
-        modes += [(f"ngram@{k}", ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", str(k)]) for k in ks]
+        modes += [(f"model@{k}", ["-md", a.gguf_draft, "--spec-type", "draft-simple", "--spec-draft-n-max", str(k)])
+                  for k in ks]
+        modes += [(f"ngram-simple@{k}", ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                                         "--spec-ngram-simple-size-m", str(k)]) for k in ks]
+        modes += [(f"ngram-mod@{k}", ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", str(k)]) for k in ks]
+        modes += [("ngram-map-k", ["--spec-type", "ngram-map-k"])]
         for name, extra in modes:
             llama[name] = start_llama_mode(a, extra)
 
@@ -178,6 +184,7 @@ def main():
         for kind in ("ngram", "model"):
             best = max((v, name) for name, v in lt.items() if name.startswith(kind))
             one[f"llama_{kind}_best"] = best[1]
+            one[f"llama_{kind}_drafted_accepted"] = llama_acc[best[1]]
             one[f"llama_{kind}_speedup"] = best[0] / lt["plain"]
             one[f"tern_{kind}_vs_llama_best"] = one[f"tern_{kind}_tps"] / best[0]
         one["tern_plain_vs_llama_plain"] = one["tern_plain_tps"] / lt["plain"]

@@ -5,5 +5,5 @@ set -e
 cd "$(dirname "$0")/../.."
 [ -f build/libtern.a ] || make -j2 build/libtern.a
 cc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -o build/verify_cost bench/spec/verify_cost.c \
-    build/libtern.a $(pkg-config --libs jansson libpcre2-8) -lm -lpthread
+    build/libtern.a $(make -s link-flags)
 exec build/verify_cost "$@"

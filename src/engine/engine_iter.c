@@ -373,14 +373,29 @@ static void plan_drafts(tern_engine *e, int decoding)
         if (t0 < cst) t0 = cst;
     }
     /* A drafter with a cost of its own (a draft model: one step per draft
-     * depth, all rows together) adds it to the token's price. */
+     * depth, all rows together) adds it when a token deepens the deepest
+     * draft: an iteration costs t0 + c (N + D) + ds * max depth. A row whose
+     * next token is not worth that price drafts no deeper; the others may
+     * still fill the depth already paid for. */
     double ds = e->drafter.step_seconds;
     double A = 0;
-    int D = 0;
+    int D = 0, maxd = 0, n_closed = 0;
+    eng_row *closed[decoding > 0 ? decoding : 1];
     for (int i = 0; i < n_slots && D < e->o.spec_budget; i++) {
-        if (measured && slots[i].p * (t0 + cst * (decoding + D) + ds * D) <= (cst + ds) * (decoding + A)) break;
+        eng_row *w = slots[i].w;
+        int shut = 0;
+        for (int k = 0; k < n_closed; k++) shut |= closed[k] == w;
+        if (shut) continue;
+        int deeper = w->depth + 1 > maxd;
+        double extra = deeper ? ds : 0, t = t0 + cst * (decoding + D) + ds * maxd;
+        if (measured && slots[i].p * t <= (cst + extra) * (decoding + A)) {
+            if (!deeper || ds <= 0) break;   /* nothing cheaper follows */
+            if (n_closed < decoding) closed[n_closed++] = w;
+            continue;
+        }
         if (!measured && D >= e->o.spec_budget / (decoding > 0 ? decoding : 1) * decoding) break;
-        slots[i].w->depth++;
+        w->depth++;
+        if (w->depth > maxd) maxd = w->depth;
         A += slots[i].p;
         D++;
     }
