@@ -217,8 +217,12 @@ static int parse_number(const char *s, int want_int, int base, int64_t *iv, doub
         clean[--k] = 0;
     if (!k)
         return 0;
-    char *end;
+    char *end = clean;
     if (want_int) {
+        /* Python's int() takes base 0 or 2..36 (else ValueError, which the
+         * filter turns into its default); strtoll would not set end. */
+        if (base != 0 && (base < 2 || base > 36))
+            return 0;
         long long x = strtoll(clean, &end, base);
         if (*end == 0) {
             *iv = x;

@@ -103,6 +103,9 @@ static void test_errors_with_lines(void)
     expect_error("{% for a, b in [1] %}{% endfor %}", TERN_E_INVALID, "not iterable");
     expect_error("{{ undefined_thing | tojson }}", TERN_E_INVALID, "not JSON serializable");
     expect_error("{{ 5(1) }}", TERN_E_INVALID, "not callable");
+    /* Found by fuzzing: a base outside 0, 2..36 left strtoll's end pointer
+     * unset (jinja2: ValueError, then the float try, then the default). */
+    expect("{{ '0x1A' | int(0, 96) }}|{{ '7' | int(5, 1) }}|{{ '1A' | int(0, 16) }}|{{ '0x1A' | int(0, 0) }}", "0|7|26|26");
     /* Found by fuzzing: eight hex digits used to overflow a signed int. */
     expect_error("{{ '\\UFFFFFFFF' }}", TERN_E_FORMAT, "illegal Unicode character");
     expect_error("{{ '\\U00110000' }}", TERN_E_FORMAT, "illegal Unicode character");
