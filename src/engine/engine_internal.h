@@ -29,6 +29,7 @@ typedef struct {
     /* Speculation: this iteration's draft, and the row's acceptance rate. */
     int32_t draft[TERN_SPEC_POSITIONS];
     int n_draft, depth;
+    int job;                   /* index in e->jobs this iteration, -1 = not drafting */
     int drafting;              /* the drafter opened a state for this row (else no speculation) */
     void *dstate;              /* owned drafter row state (may be NULL when drafting) */
     double accept_rate;

@@ -499,7 +499,9 @@ int tern_engine_iterate(tern_engine *e)
         for (int c = 0; c < r->n; c++) {
             eng_row *w = &r->rows[c];
             w->n_draft = 0;
+            w->job = -1;
             if (w->done || w->depth <= 0 || !w->drafting) continue;
+            w->job = n_jobs;
             e->jobs[n_jobs++] = (tern_draft_job){w->dstate, w->hist, w->n_hist, w->depth, w->draft, 0, &w->sp, w->step};
         }
     }
@@ -511,26 +513,20 @@ int tern_engine_iterate(tern_engine *e)
             J->n_out = e->drafter.vt->draft(&e->drafter, J->state, J->hist, J->n_hist, J->max, J->out);
         }
     }
-    for (int j = 0, k = 0; j < n_jobs; k++) {
-        tern_request *r = e->active[k];
-        if (r->state != REQ_DECODE) continue;
-        for (int c = 0; c < r->n; c++) {
-            eng_row *w = &r->rows[c];
-            if (w->done || w->depth <= 0 || !w->drafting) continue;
-            tern_draft_job *J = &e->jobs[j++];
-            int nd = J->n_out < 0 ? 0 : J->n_out > w->depth ? w->depth : J->n_out;
-            /* A proposal the target cannot take ends the draft there. */
-            for (int t = 0; t < nd; t++)
-                if (w->draft[t] < 0 || w->draft[t] >= e->vocab) nd = t;
-            w->n_draft = nd;
-        }
-    }
     for (int i = 0; i < e->n_active; i++) {
         tern_request *r = e->active[i];
         if (r->state != REQ_DECODE) continue;
         for (int c = 0; c < r->n; c++) {
             eng_row *w = &r->rows[c];
             if (w->done) continue;
+            if (w->job >= 0) {
+                const tern_draft_job *J = &e->jobs[w->job];
+                int nd = J->n_out < 0 ? 0 : J->n_out > w->depth ? w->depth : J->n_out;
+                /* A proposal the target cannot take ends the draft there. */
+                for (int t = 0; t < nd; t++)
+                    if (w->draft[t] < 0 || w->draft[t] >= e->vocab) nd = t;
+                w->n_draft = nd;
+            }
             e->b_rows[nb] = w->kv_row;
             e->b_ntok[nb++] = 1 + w->n_draft;
             e->b_tokens[T] = w->pending;
