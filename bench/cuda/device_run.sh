@@ -9,7 +9,10 @@
 # suite with TERN_DEVICE=cuda, MoE deselected), batch (server batching tests
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
 # bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
-# batchbench (tern bench --batch 1,8,32,64), benchcuda (build/bench_cuda).
+# batchbench (tern bench --batch 1,8,32,64), benchcuda (build/bench_cuda),
+# benchab (tern bench decode with each of the decode-pass features turned off
+# in turn (TERN_CUDA_TRIGGER=1 turned on): TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all
+# three), prof (TERN_CUDA_PROF=1: device time per class of op, decode).
 # Logs of ops go to $OUT when set.
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
@@ -31,13 +34,18 @@ for ph in "$@"; do
   opstime) "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
   fwd) timeout 300 "$D/bin/test_forward_cuda" 2>&1 | tail -30 ;;
   parity) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 300 python3 -m pytest -q -k "not moe" tests/py/test_model_parity.py 2>&1 | tail -15) ;;
-  batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x tests/py/test_server_batching.py 2>&1 | tail -8) ;;
+  batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x -k "not draft" tests/py/test_server_batching.py 2>&1 | tail -8) ;;
   gen) python3 "$TREE/bench/cuda/gen_qwen3_8b.py" /tmp/q8b 2>&1 | tail -2 ;;
   bench) for r in 1 2; do
       TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -4
     done ;;
   batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
   benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
+  benchab) for v in "" TERN_CUDA_TRIGGER=1 TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0 "TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0" ""; do
+      echo "--- ${v:-all on}"
+      env $v TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
+    done ;;
+  prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;
   esac
 done
 echo "=== end $(date +%T)"

@@ -144,9 +144,12 @@ tern_status tern_engine_create(tern_model *m, const tern_engine_opts *opts, tern
         e->b_tokens = calloc(T, sizeof *e->b_tokens);
         e->b_want = calloc(T, 1);
         e->logits = malloc((B + (size_t)o.spec_budget) * (size_t)e->vocab * sizeof *e->logits);
+        e->summarize = tern_model_summarizes(m);
+        e->b_need = calloc(B + (size_t)o.spec_budget, 1);
+        e->summ = calloc(B + (size_t)o.spec_budget, sizeof *e->summ);
         e->pc_blocks = calloc((size_t)(o.max_context / TERN_KV_BLOCK_TOKENS + 1), sizeof *e->pc_blocks);
         if (!e->active || !e->b_rows || !e->b_ntok || !e->spec_rows || !e->jobs || !e->s_rows || !e->b_tokens || !e->b_want ||
-            !e->logits || !e->pc_blocks)
+            !e->logits || !e->pc_blocks || !e->b_need || !e->summ)
             st = tern_error(TERN_E_NOMEM, "engine: out of memory");
     }
     if (!st && !o.no_prompt_cache) {
@@ -322,6 +325,8 @@ void tern_engine_free(tern_engine *e)
     free(e->b_tokens);
     free(e->b_want);
     free(e->logits);
+    free(e->b_need);
+    free(e->summ);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

@@ -9,6 +9,7 @@
 #include "engine/drafter.h"
 #include "engine/prompt_cache.h"
 #include "kv/kv.h"
+#include "model/forward.h"
 #include "tern/engine.h"
 
 enum { ENG_MAX_TOP = 20 };
@@ -35,6 +36,8 @@ typedef struct {
     double accept_rate;
     /* Filled by the parallel sampling phase of an iteration. */
     const float *logits;       /* borrowed row of the iteration's logits */
+    const tern_logit_summary *sum; /* borrowed: the backend's summary of that row when the
+                                  logits were not copied back (greedy rows), else NULL */
     float *work, *lp;          /* owned scratch [vocab] each */
     int32_t tok;
     float tok_lp;
@@ -102,6 +105,11 @@ struct tern_engine {
     int32_t *b_tokens;
     uint8_t *b_want;
     float *logits;             /* [max_batch + spec_budget, vocab] */
+    /* Backends that summarise the logits on the device (tern_model_summarizes):
+     * per output, whether its logits row is copied back, and its summary. */
+    int summarize;
+    uint8_t *b_need;           /* [max_batch + spec_budget] */
+    tern_logit_summary *summ;  /* [max_batch + spec_budget] */
     /* Iteration time against tokens fed, t = t0 + c T: a least-squares fit
      * over recent iterations with rows decoding, older ones decaying. */
     double fit_w, fit_T, fit_t, fit_TT, fit_Tt;
@@ -122,6 +130,9 @@ void tern_engine_admit(struct tern_engine *e);
 void tern_engine_sample_rows(struct tern_engine *e);
 /* Samples one row from its logits pointer (engine_sample.c). */
 void tern_engine_sample_one(struct tern_engine *e, eng_row *w);
+/* 1 when the row's token is the argmax of its logprobs and only the chosen
+ * token's logprob is reported: a device summary then serves it. */
+int tern_engine_row_greedy_plain(const eng_row *w);
 /* Calls on_done and drops the engine's reference (engine.c). */
 void tern_engine_finish_request(struct tern_engine *e, struct tern_request *r);
 void tern_request_free_rows(struct tern_engine *e, struct tern_request *r);

@@ -242,6 +242,19 @@ static void deliver(tern_engine *e, eng_row *w)
 
 static void record(tern_engine *e, double secs, int T);
 
+/* Outputs o0 .. o0+n-1 of the iteration are row w's: its logits rows, and
+ * on a backend that summarises them, its summaries instead when the row is
+ * sampled greedily (those logits rows are then not copied back). */
+static void out_slots(tern_engine *e, eng_row *w, int o0, int n)
+{
+    w->logits = e->logits + (size_t)o0 * e->vocab;
+    w->sum = NULL;
+    if (!e->summarize) return;
+    int greedy = tern_engine_row_greedy_plain(w);
+    memset(e->b_need + o0, !greedy, (size_t)n);
+    if (greedy) w->sum = e->summ + o0;
+}
+
 /* A speculative row's verify window [pending, d1..dn]: position i's logits
  * are those a single step would give, so sampling them in order with the
  * row's own sampler at its own steps gives exactly the plain tokens; the
@@ -252,9 +265,11 @@ static void verify(tern_engine *e, eng_row *w)
 {
     tern_request *r = w->req;
     const float *base = w->logits;
+    const tern_logit_summary *sbase = w->sum;
     int n = w->n_draft, kept = 0;
     for (int i = 0; i <= n && !w->done; i++) {
         w->logits = base + (size_t)i * e->vocab;
+        w->sum = sbase ? sbase + i : NULL;
         tern_engine_sample_one(e, w);
         int agrees = i < n && !w->sample_st && w->tok == w->draft[i];
         deliver(e, w);
@@ -533,7 +548,7 @@ int tern_engine_iterate(tern_engine *e)
             memcpy(e->b_tokens + T + 1, w->draft, (size_t)w->n_draft * sizeof *w->draft);
             memset(e->b_want + T, 1, (size_t)(1 + w->n_draft));
             T += 1 + w->n_draft;
-            w->logits = e->logits + (size_t)n_out * e->vocab;
+            out_slots(e, w, n_out, 1 + w->n_draft);
             n_out += 1 + w->n_draft;
             if (w->n_draft) e->spec_rows[e->n_spec++] = w;
             else e->s_rows[e->n_s++] = w;
@@ -565,13 +580,14 @@ int tern_engine_iterate(tern_engine *e)
         T += chunk;
         if (r->n_fed + chunk == r->n_prompt) {
             e->b_want[T - 1] = 1;
-            r->rows[0].logits = e->logits + (size_t)n_out++ * e->vocab;
+            out_slots(e, &r->rows[0], n_out++, 1);
             e->s_rows[e->n_s++] = &r->rows[0];
         }
     }
     tern_batch b = {nb, e->b_rows, e->b_ntok, e->b_tokens, e->b_want};
     double t0 = tern_now();
-    tern_status st = tern_forward(e->m, e->kv, &b, e->logits, NULL);
+    tern_status st = e->summarize ? tern_forward_ex(e->m, e->kv, &b, e->logits, NULL, e->b_need, e->summ)
+                                  : tern_forward(e->m, e->kv, &b, e->logits, NULL);
     if (st) {
         /* Nothing changed (the forward's contract): try again; if it keeps
          * failing, the joiners fail first, then the running rows. */
@@ -613,6 +629,7 @@ int tern_engine_iterate(tern_engine *e)
                 break;
             }
             r->rows[c].logits = r->rows[0].logits;
+            r->rows[c].sum = r->rows[0].sum;
             if (!tail) e->s_rows[e->n_s++] = &r->rows[c];
         }
         /* Tail split: the last prompt token is every choice's pending token,

@@ -13,10 +13,27 @@ static void sample_task(void *arg, int i)
     tern_engine_sample_one(e, e->s_rows[i]);
 }
 
+int tern_engine_row_greedy_plain(const eng_row *w)
+{
+    const tern_sampling_params *p = &w->sp;
+    const tern_request *r = w->req;
+    return p->temperature == 0.0f && p->n_bias == 0 && p->repetition_penalty == 0.0f && p->presence_penalty == 0.0f &&
+           p->frequency_penalty == 0.0f && r->o.top_logprobs == 0 && !r->o.want_logprob;
+}
+
 void tern_engine_sample_one(tern_engine *e, eng_row *w)
 {
     int V = e->vocab;
     const tern_request *r = w->req;
+    if (w->sum) {
+        /* Greedy without processors: the argmax of logits - lse, which the
+         * backend computed with the logits. */
+        w->n_top = 0;
+        w->tok = w->sum->argmax;
+        w->tok_lp = w->sum->lp;
+        w->sample_st = TERN_OK;
+        return;
+    }
     memcpy(w->work, w->logits, (size_t)V * sizeof *w->work);
     w->sample_st = tern_logits_process(&w->sp, w->work, V, w->hist, w->n_hist);
     if (w->sample_st) return;

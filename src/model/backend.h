@@ -27,10 +27,17 @@ typedef struct {
     int T;                    /* new tokens */
     int n_out;                /* positions asked for */
     void *host;               /* the backend's per-pass host area (pass_bytes) in the workspace */
+    /* Sampling summaries (tern_forward_ex; backends with summarizes set):
+     * need[i] = 0 leaves output i's logits row unwritten, and sum[i] is
+     * filled for every output. Both NULL: logits of every output. */
+    const uint8_t *need;      /* borrowed, [n_out] or NULL */
+    tern_logit_summary *sum;  /* borrowed, [n_out] or NULL */
 } tern_pass;
 
 struct tern_backend_vt {
     const char *name;
+    /* head computes tern_logit_summary on the device (p->sum). */
+    int summarizes;
     /* Bytes of the per-pass area the backend wants in the workspace for T
      * tokens (laid out first, host memory for the CPU backend). */
     size_t (*pass_bytes)(const tern_model *m, int T);
@@ -50,11 +57,16 @@ struct tern_backend_vt {
     tern_status (*matmul_add)(tern_model *m, const float *x, int M, const tern_weight *w, float *y, float *tmp);
     /* g[M, F] = silu(x . gate^T) * (x . up^T); u [M, F] scratch. */
     tern_status (*gate_up)(tern_model *m, const tern_mlp *w, const float *x, int M, float *g, float *u);
-    /* Attention prologue of layer l: q, k, v products of h [T, H] into qkv
+    /* The dense MLP's first half of layer l: h = rmsnorm(x) by the layer's
+     * post-attention norm (h scratch, as in qkv), then gate_up of h. */
+    tern_status (*norm_gate_up)(tern_model *m, int l, const float *x, int M, float *h, float *g, float *u);
+    /* Attention prologue of layer l: h = rmsnorm(x) by the layer's input
+     * norm (h [T, H] scratch: a backend that fuses the norm into the
+     * products may leave it unwritten), q, k, v products of h into qkv
      * (T * (q + 2 kv widths) floats, laid out as the backend likes), bias,
      * q/k norm, rope at each token's position, new keys and values stored
      * in the rows' KV blocks past their lengths. */
-    tern_status (*qkv)(tern_model *m, tern_pass *p, int l, const float *h, float *qkv);
+    tern_status (*qkv)(tern_model *m, tern_pass *p, int l, const float *x, float *h, float *qkv);
     /* out[T, q width] = causal attention of qkv's queries over each row's KV
      * (the keys stored by qkv included). */
     tern_status (*attention)(tern_model *m, tern_pass *p, int l, float *qkv, float *out);

@@ -97,11 +97,19 @@ static tern_status add_bias(float *y, int M, const tern_weight *b)
     return TERN_OK;
 }
 
+static tern_status cpu_norm_gate_up(tern_model *m, int l, const float *x, int M, float *h, float *g, float *u)
+{
+    const tern_layer *L = &m->layers[l];
+    tern_cpu_rmsnorm(x, h, M, m->cfg.hidden, L->ffn_norm.data, L->ffn_norm.dt, m->cfg.rms_eps);
+    return cpu_gate_up(m, &L->mlp, h, M, g, u);
+}
+
 /* qkv holds q [T, qd], then k [T, kvd], then v [T, kvd]. */
-static tern_status cpu_qkv(tern_model *m, tern_pass *p, int l, const float *h, float *qkv)
+static tern_status cpu_qkv(tern_model *m, tern_pass *p, int l, const float *x, float *h, float *qkv)
 {
     const tern_model_config *c = &m->cfg;
     const tern_layer *L = &m->layers[l];
+    tern_cpu_rmsnorm(x, h, p->T, c->hidden, L->attn_norm.data, L->attn_norm.dt, c->rms_eps);
     int T = p->T, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     float *q = qkv, *k = qkv + (long)T * qd, *v = k + (long)T * kvd;
     cpu_pass cp = cpu_pass_at(m, p);
@@ -174,6 +182,18 @@ static tern_status cpu_head(tern_model *m, tern_pass *p, const float *x, float *
 }
 
 const tern_backend_vt tern_backend_cpu = {
-    "cpu",       cpu_pass_bytes, cpu_workspace, cpu_begin,     cpu_embed,         cpu_rmsnorm,
-    cpu_matmul,  cpu_matmul_add, cpu_gate_up,   cpu_qkv,       cpu_attention,     cpu_head,
+    .name = "cpu",
+    .summarizes = 0,
+    .pass_bytes = cpu_pass_bytes,
+    .workspace = cpu_workspace,
+    .begin = cpu_begin,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .matmul_add = cpu_matmul_add,
+    .gate_up = cpu_gate_up,
+    .norm_gate_up = cpu_norm_gate_up,
+    .qkv = cpu_qkv,
+    .attention = cpu_attention,
+    .head = cpu_head,
 };

@@ -24,9 +24,25 @@
 #include "core/exec.h"
 #include "model/backend.h"
 
+enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_O, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_SUMMARY, PROF_COPY,
+       PROF_CLASSES };
+static const char *const prof_names[PROF_CLASSES] = {"embed", "qkv+norm+rope+store", "attention", "o (+residual)",
+                                                     "gate_up+norm", "down (+residual)", "final norm+lm_head",
+                                                     "summary", "copy-out"};
+
+enum { G_EAGER, G_CAPTURE, G_REPLAY, GRAPH_SLOTS = 8, GRAPH_SIG = 6 };
+typedef struct {
+    int T, nr, n_out, max_len;      /* the key */
+    const void *sig[GRAPH_SIG];     /* buffers the capture's kernels address */
+    int seen;
+    unsigned long used;
+    tern_cuda_graph *g;             /* owned */
+} graph_slot;
+
 typedef struct {
     void *qkv;              /* [qd + 2 kvd, H] */
     void *bias;             /* qwen2: [qd + 2 kvd] (q, k, v biases), or NULL */
+    float *attn_nw, *ffn_nw;   /* the norm weights as float32 [H] (folded into the products) */
 } dev_layer;
 
 /* A growable device buffer. */
@@ -41,12 +57,16 @@ typedef struct {
     size_t arena_bytes;
     dev_layer *layers;      /* owned, n_layers */
     float *d_rope;          /* in arena: [n_rope, rope_dim] */
+    float *final_nw;        /* in arena: the final norm weight as float32 [H] */
     int n_rope;             /* positions the table covers */
     /* per pass */
     void *h_stage;          /* owned pinned host staging, stage_cap bytes */
     size_t stage_cap;
     dbuf stage;             /* the staging blob on the device */
     dbuf part, count, logits, bias;
+    dbuf sum_tmp, sum_count, sum_out;   /* sampling summaries: scratch, counters (zeroed), results */
+    tern_cuda_lsum *h_sum;  /* owned pinned host copy of the results, sum_cap entries */
+    int sum_cap;
     int32_t *d_ids, *d_tok_row, *d_want, *d_zero;
     tern_cuda_attn_row *d_rows;   /* [n_layers][nr] */
     int nr, max_len;
@@ -54,6 +74,19 @@ typedef struct {
      * copy-out), printed at unload, for decode passes (one token a row) and
      * the others. */
     int act_bf16;           /* TERN_CUDA_ACT=bf16 */
+    int fuse;               /* the norms folded into the products (TERN_CUDA_FUSE=0: norm kernels) */
+    /* TERN_CUDA_PROF=1: an event after each op of a decode pass, the time
+     * between events summed per class of op, printed at unload. */
+    /* Decode passes (one token a row) as CUDA graphs keyed by shape: the
+     * second pass of a shape is captured, later ones replay it (begin
+     * launches it; the layer ops return at once; head runs eagerly after
+     * it). TERN_CUDA_GRAPH=0: off. */
+    int graph_on, gmode, gslot;
+    unsigned long gclock;
+    graph_slot gs[GRAPH_SLOTS];
+    int prof, prof_n, prof_cls[4096];
+    double prof_ms[PROF_CLASSES];
+    long prof_passes;
     int stats;
     double t_begin, host_s[2], dev_s[2];
     long passes[2];
@@ -61,6 +94,89 @@ typedef struct {
 } cuda_model;
 
 static cuda_model *cm(const tern_model *m) { return m->dev; }
+static const tern_backend_vt cuda_no_summary;
+
+/* Ends a capture an earlier pass left open (an op failed in it). */
+static void graph_abandon(cuda_model *d)
+{
+    if (d->gmode == G_CAPTURE) {
+        tern_cuda_graph *g = NULL;
+        if (!tern_cuda_graph_end(d->c, &g)) tern_cuda_graph_free(g);
+    }
+    d->gmode = G_EAGER;
+}
+
+/* After begin's upload: replay, capture or run eagerly (see graph_on). */
+static tern_status graph_start(tern_model *m, const tern_pass *p)
+{
+    cuda_model *d = cm(m);
+    d->gmode = G_EAGER;
+    if (!d->graph_on || d->prof || p->T != d->nr || p->T > TERN_CUDA_GEMV_MAX_M) return TERN_OK;
+    const void *sig[GRAPH_SIG] = {m->exec->d_scratch, d->stage.d, d->part.d, d->count.d, d->bias.d, d->final_nw};
+    graph_slot *s = NULL;
+    for (int i = 0; i < GRAPH_SLOTS && !s; i++) {
+        graph_slot *g = &d->gs[i];
+        if (g->used && g->T == p->T && g->nr == d->nr && g->n_out == p->n_out && g->max_len == d->max_len) s = g;
+    }
+    if (!s) {
+        s = &d->gs[0];
+        for (int i = 1; i < GRAPH_SLOTS; i++)
+            if (d->gs[i].used < s->used) s = &d->gs[i];
+        tern_cuda_graph_free(s->g);
+        *s = (graph_slot){p->T, d->nr, p->n_out, d->max_len, {0}, 0, 0, NULL};
+        memcpy(s->sig, sig, sizeof sig);
+    }
+    if (memcmp(s->sig, sig, sizeof sig)) {
+        tern_cuda_graph_free(s->g);
+        s->g = NULL;
+        s->seen = 0;
+        memcpy(s->sig, sig, sizeof sig);
+    }
+    s->used = ++d->gclock;
+    if (s->g) {
+        d->gmode = G_REPLAY;
+        return tern_cuda_graph_launch(d->c, s->g);
+    }
+    if (s->seen++ < 1) return TERN_OK;
+    tern_status st = tern_cuda_graph_begin(d->c);
+    if (st) {
+        d->graph_on = 0;
+        return st;
+    }
+    d->gmode = G_CAPTURE;
+    d->gslot = (int)(s - d->gs);
+    return TERN_OK;
+}
+
+/* At head: a capture ends and runs; a replay already runs. */
+static tern_status graph_finish(cuda_model *d)
+{
+    if (d->gmode != G_CAPTURE) {
+        d->gmode = G_EAGER;
+        return TERN_OK;
+    }
+    tern_cuda_graph *g = NULL;
+    d->gmode = G_EAGER;
+    tern_status st = tern_cuda_graph_end(d->c, &g);
+    if (st) {
+        /* The pass's work was captured, not run: it fails, and later
+         * passes run eagerly. */
+        d->graph_on = 0;
+        return st;
+    }
+    d->gs[d->gslot].g = g;
+    return tern_cuda_graph_launch(d->c, g);
+}
+
+#define REPLAYING(m) (cm(m)->gmode == G_REPLAY)
+
+/* Marks the end of an op of class cls (TERN_CUDA_PROF, decode passes). */
+static tern_status prof(cuda_model *d, int cls, tern_status st)
+{
+    if (st || !d->prof || !d->decode || d->prof_n >= 4095) return st;
+    d->prof_cls[d->prof_n] = cls;
+    return tern_cuda_prof_record(d->c, d->prof_n++);
+}
 
 /* Activations stay float32 on the GPU in both precision modes: rounding
  * them to bf16 inside the products buys the GPU nothing (it makes a decode
@@ -210,6 +326,7 @@ static size_t arena_need(const tern_model *m, int n_rope)
         n += align256(wbytes(&L->bq) + wbytes(&L->bk) + wbytes(&L->bv));
     }
     n += align256(wbytes(&m->embed)) + align256(wbytes(&m->final_norm));
+    n += (size_t)(2 * c->n_layers + 1) * align256((size_t)c->hidden * sizeof(float));
     if (!m->head_is_embed || m->lm_head.data != m->embed.data) n += align256(wbytes(&m->lm_head));
     return n;
 }
@@ -235,20 +352,45 @@ static tern_status upload_rope(const tern_model *m, cuda_model *d, size_t *off)
     return st;
 }
 
+/* A norm weight (F32 / F16 / BF16, [n]) uploaded as float32. */
+static tern_status upload_f32(cuda_model *d, float *at, const tern_weight *w, int n)
+{
+    float *f = malloc((size_t)n * sizeof *f);
+    if (!f) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
+    tern_cpu_to_f32(w->data, w->dt, n, f);
+    tern_status st = tern_cuda_upload(d->c, at, f, (size_t)n * sizeof *f);
+    free(f);
+    return st;
+}
+
 void tern_backend_cuda_unload(tern_model *m)
 {
     cuda_model *d = cm(m);
     if (!d) return;
+    if (d->prof && d->prof_passes) {
+        double tot = 0;
+        for (int k = 0; k < PROF_CLASSES; k++) tot += d->prof_ms[k];
+        fprintf(stderr, "cuda profile: %ld decode passes, %.1f us each between the first and last event:\n",
+                d->prof_passes, 1e3 * tot / d->prof_passes);
+        for (int k = 0; k < PROF_CLASSES; k++)
+            fprintf(stderr, "  %-22s %9.1f us\n", prof_names[k], 1e3 * d->prof_ms[k] / d->prof_passes);
+    }
     for (int k = 0; d->stats && k < 2; k++)
         if (d->passes[k])
             fprintf(stderr, "cuda stats: %ld %s passes, %.3f ms host / %.3f ms device each\n", d->passes[k],
                     k ? "decode" : "other", 1e3 * d->host_s[k] / d->passes[k], 1e3 * d->dev_s[k] / d->passes[k]);
+    graph_abandon(d);
+    for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
     tern_cuda_free(d->c, d->arena);
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);
     tern_cuda_free(d->c, d->count.d);
     tern_cuda_free(d->c, d->logits.d);
     tern_cuda_free(d->c, d->bias.d);
+    tern_cuda_free(d->c, d->sum_tmp.d);
+    tern_cuda_free(d->c, d->sum_count.d);
+    tern_cuda_free(d->c, d->sum_out.d);
+    tern_cuda_host_free(d->c, d->h_sum);
     tern_cuda_host_free(d->c, d->h_stage);
     free(d->layers);
     free(d);
@@ -269,6 +411,11 @@ tern_status tern_backend_cuda_load(tern_model *m)
     d->stats = getenv("TERN_CUDA_STATS") != NULL;
     const char *a = getenv("TERN_CUDA_ACT");
     d->act_bf16 = a && !strcmp(a, "bf16");
+    const char *fz = getenv("TERN_CUDA_FUSE");
+    d->fuse = !fz || strcmp(fz, "0");
+    d->prof = getenv("TERN_CUDA_PROF") != NULL;
+    const char *gr = getenv("TERN_CUDA_GRAPH");
+    d->graph_on = !gr || strcmp(gr, "0");
     m->dev = d;
     /* Every position the model takes; a longer context is refused per pass. */
     d->n_rope = c->max_pos > 0 && c->max_pos < (1 << 20) ? c->max_pos : (1 << 20);
@@ -305,7 +452,21 @@ tern_status tern_backend_cuda_load(tern_model *m)
         goto fail;
     if (m->head_is_embed && m->lm_head.data == m->embed.data) m->lm_head.dev = m->embed.dev;
     else if ((st = put(d, &off, &m->lm_head, &m->lm_head.dev))) goto fail;
-    m->bk = &tern_backend_cuda;
+    for (int l = 0; l <= c->n_layers && !st; l++) {
+        const tern_weight *ws[2] = {l < c->n_layers ? &m->layers[l].attn_norm : &m->final_norm,
+                                    l < c->n_layers ? &m->layers[l].ffn_norm : NULL};
+        for (int k = 0; k < 2 && !st; k++) {
+            if (!ws[k]) continue;
+            float *at = (float *)((char *)d->arena + off);
+            off += align256((size_t)c->hidden * sizeof(float));
+            if (l < c->n_layers) *(k ? &d->layers[l].ffn_nw : &d->layers[l].attn_nw) = at;
+            else d->final_nw = at;
+            st = upload_f32(d, at, ws[k], c->hidden);
+        }
+    }
+    if (st) goto fail;
+    const char *sm = getenv("TERN_CUDA_SUMMARY");
+    m->bk = sm && !strcmp(sm, "0") ? &cuda_no_summary : &tern_backend_cuda;
     return tern_cuda_sync(d->c);
 fail:
     tern_backend_cuda_unload(m);
@@ -356,15 +517,19 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     }
     size_t o_ids = 0, o_tok = align256((size_t)T * 4), o_zero = o_tok + align256((size_t)T * 4);
     size_t o_want = o_zero + align256((size_t)T * 4);
-    size_t o_tab = o_want + align256((size_t)(p->n_out > 0 ? p->n_out : 1) * 4);
-    size_t o_rows = o_tab + align256((size_t)ntab * 4);
-    size_t total = o_rows + (size_t)L * nr * sizeof(tern_cuda_attn_row);
+    /* Every address a kernel takes depends on T, n_out and nr only (a
+     * graph of the pass replays them); the tables go last. */
+    size_t o_rows = o_want + align256((size_t)(p->n_out > 0 ? p->n_out : 1) * 4);
+    size_t o_tab = o_rows + align256((size_t)L * nr * sizeof(tern_cuda_attn_row));
+    size_t total = o_tab + (size_t)ntab * 4;
     /* The last pass's upload has been read before its staging is rewritten. */
+    graph_abandon(d);
     tern_status st = tern_cuda_sync(d->c);
     if (st) return st;
+    d->decode = T == b->n_rows;
+    d->prof_n = 0;
     if (d->stats) {
         d->t_begin = tern_now();
-        d->decode = T == b->n_rows;
         if ((st = tern_cuda_timer_mark(d->c))) return st;
     }
     if (total > d->stage_cap) {
@@ -412,25 +577,43 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     d->d_zero = (int32_t *)(dv + o_zero);
     d->d_rows = (tern_cuda_attn_row *)(dv + o_rows);
     d->nr = nr;
-    d->max_len = max_len;
+    /* The attention grid covers max_len rounded up (its blocks past a row's
+     * length return at once), so that decode steps share a graph. */
+    d->max_len = (max_len + 255) & ~255;
+    max_len = d->max_len;
     int hd = c->head_dim;
     if ((st = dbuf_reserve(d->c, &d->part, tern_cuda_attention_tmp_bytes(T, max_len, c->n_heads, hd), 0)) ||
         (st = dbuf_reserve(d->c, &d->count, tern_cuda_attention_count_bytes(T, c->n_kv_heads), 1)) ||
         (st = dbuf_reserve(d->c, &d->logits, (size_t)(p->n_out > 0 ? p->n_out : 1) * c->vocab * sizeof(float), 0)))
         return st;
+    int no = p->n_out > 0 ? p->n_out : 1;
+    if (p->sum && (no > d->sum_cap)) {
+        void *hs;
+        if ((st = tern_cuda_host_alloc(d->c, (size_t)no * 2 * sizeof *d->h_sum, &hs))) return st;
+        tern_cuda_host_free(d->c, d->h_sum);
+        d->h_sum = hs;
+        d->sum_cap = no * 2;
+    }
+    if (p->sum && ((st = dbuf_reserve(d->c, &d->sum_tmp, tern_cuda_summary_tmp_bytes(no, c->vocab), 0)) ||
+                   (st = dbuf_reserve(d->c, &d->sum_count, tern_cuda_summary_count_bytes(no), 1)) ||
+                   (st = dbuf_reserve(d->c, &d->sum_out, (size_t)no * sizeof(tern_cuda_lsum), 0))))
+        return st;
     if (d->layers[0].bias &&
         (st = dbuf_reserve(d->c, &d->bias, (size_t)T * (c->n_heads + 2 * c->n_kv_heads) * hd * sizeof(float), 0)))
         return st;
-    return tern_cuda_upload_async(d->c, dv, h, total);
+    if ((st = prof(d, PROF_COPY, tern_cuda_upload_async(d->c, dv, h, total)))) return st;
+    return graph_start(m, p);
 }
 
 static tern_status cuda_embed(tern_model *m, tern_pass *p, float *x)
 {
-    return tern_cuda_embed(cm(m)->c, cm(m)->d_ids, p->T, m->embed.dev, m->embed.dt, m->cfg.hidden, x);
+    if (REPLAYING(m)) return TERN_OK;
+    return prof(cm(m), PROF_EMBED, tern_cuda_embed(cm(m)->c, cm(m)->d_ids, p->T, m->embed.dev, m->embed.dt, m->cfg.hidden, x));
 }
 
 static tern_status cuda_rmsnorm(tern_model *m, const float *x, float *y, int n, int d, const tern_weight *w)
 {
+    if (REPLAYING(m)) return TERN_OK;
     return tern_cuda_rmsnorm(cm(m)->c, x, y, n, d, w->dev, w->dt, m->cfg.rms_eps);
 }
 
@@ -442,31 +625,68 @@ static tern_status mm(tern_model *m, const float *x, int M, const tern_weight *w
 
 static tern_status cuda_matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
 {
+    if (REPLAYING(m)) return TERN_OK;
     return mm(m, x, M, w, y, 0);
 }
 
 static tern_status cuda_matmul_add(tern_model *m, const float *x, int M, const tern_weight *w, float *y, float *tmp)
 {
+    if (REPLAYING(m)) return TERN_OK;
     (void)tmp;
-    return mm(m, x, M, w, y, 1);
+    return prof(cm(m), w->cols == m->cfg.ffn ? PROF_DOWN : PROF_O, mm(m, x, M, w, y, 1));
 }
 
 static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x, int M, float *g, float *u)
 {
+    if (REPLAYING(m)) return TERN_OK;
     (void)u;
     return tern_cuda_gate_up(cm(m)->c, act(m), x, M, w->gate.cols, w->gate.dev, w->up.dev, w->gate.dt, w->gate.rows,
                              g);
 }
 
-/* qkv is token-major: per token its q heads, k heads, v heads. */
-static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *h, float *qkv)
+/* The RMSNorms before the products are folded into them
+ * (tern_cuda_matmul_norm) in every pass, so a row's bits never depend on
+ * the pass's shape; float32 activations only (TERN_CUDA_ACT=bf16 and
+ * TERN_CUDA_FUSE=0 run the norm kernels). */
+static int folded(const tern_model *m)
 {
+    return cm(m)->fuse && act(m) == TERN_CUDA_ACT_F32;
+}
+
+static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M, float *h, float *g, float *u)
+{
+    if (REPLAYING(m)) return TERN_OK;
+    const tern_model_config *c = &m->cfg;
+    const tern_layer *L = &m->layers[l];
+    const tern_mlp *w = &L->mlp;
+    if (folded(m))
+        return prof(cm(m), PROF_GATE_UP,
+                    tern_cuda_gate_up_norm(cm(m)->c, x, M, c->hidden, cm(m)->layers[l].ffn_nw, c->rms_eps, w->gate.dev,
+                                           w->up.dev, w->gate.dt, w->gate.rows, g));
+    tern_status st = tern_cuda_rmsnorm(cm(m)->c, x, h, M, c->hidden, L->ffn_norm.dev, L->ffn_norm.dt, c->rms_eps);
+    return prof(cm(m), PROF_GATE_UP, st ? st : cuda_gate_up(m, w, h, M, g, u));
+}
+
+/* qkv is token-major: per token its q heads, k heads, v heads. */
+static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, float *h, float *qkv)
+{
+    if (REPLAYING(m)) return TERN_OK;
     const tern_model_config *c = &m->cfg;
     const tern_layer *L = &m->layers[l];
     cuda_model *d = cm(m);
     int ld = (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
-    tern_status st = tern_cuda_matmul(d->c, act(m), TERN_CUDA_MM_OWN, h, p->T, c->hidden, d->layers[l].qkv, L->wq.dt,
-                                      ld, qkv, ld, 0, NULL);
+    const void *qn = c->qk_norm ? L->q_norm.dev : NULL, *kn = c->qk_norm ? L->k_norm.dev : NULL;
+    tern_dtype qkdt = c->qk_norm ? L->q_norm.dt : TERN_DT_F32;
+    tern_status st;
+    if (folded(m)) {
+        st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
+                                   L->wq.dt, ld, qkv, ld);
+    } else {
+        st = tern_cuda_rmsnorm(d->c, x, h, p->T, c->hidden, L->attn_norm.dev, L->attn_norm.dt, c->rms_eps);
+        if (!st)
+            st = tern_cuda_matmul(d->c, act(m), TERN_CUDA_MM_OWN, h, p->T, c->hidden, d->layers[l].qkv, L->wq.dt, ld,
+                                  qkv, ld, 0, NULL);
+    }
     if (st) return st;
     if (d->layers[l].bias) {
         /* The bias in every row (a lookup of row 0 of a one-row table, as
@@ -475,35 +695,90 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *h, 
             (st = tern_cuda_add(d->c, qkv, d->bias.d, (long)p->T * ld)))
             return st;
     }
-    const void *qn = c->qk_norm ? L->q_norm.dev : NULL, *kn = c->qk_norm ? L->k_norm.dev : NULL;
-    return tern_cuda_qkv_rope_store(d->c, qkv, ld, p->T, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, qn, kn,
-                                    c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, d->d_rope,
-                                    d->d_rows + (size_t)l * d->nr, d->d_tok_row);
+    return prof(d, PROF_QKV,
+                tern_cuda_qkv_rope_store(d->c, qkv, ld, p->T, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, qn,
+                                         kn, qkdt, c->rms_eps, d->d_rope, d->d_rows + (size_t)l * d->nr, d->d_tok_row));
 }
 
 static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv, float *out)
 {
+    if (REPLAYING(m)) return TERN_OK;
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
     int hd = c->head_dim, ld = (c->n_heads + 2 * c->n_kv_heads) * hd;
-    return tern_cuda_attention(d->c, d->d_rows + (size_t)l * d->nr, d->d_tok_row, p->T, d->max_len, c->n_heads,
-                               c->n_kv_heads, hd, 1.0f / sqrtf((float)hd), qkv, ld, out, d->part.d, d->count.d);
+    return prof(d, PROF_ATTN,
+                tern_cuda_attention(d->c, d->d_rows + (size_t)l * d->nr, d->d_tok_row, p->T, d->max_len, c->n_heads,
+                                    c->n_kv_heads, hd, 1.0f / sqrtf((float)hd), qkv, ld, out, d->part.d, d->count.d));
+}
+
+/* Copies back the logits rows that need says (all when need is NULL), in
+ * runs of consecutive rows. */
+static tern_status download_rows(cuda_model *d, float *logits, const float *d_logits, int n, int V, const uint8_t *need)
+{
+    size_t row = (size_t)V * sizeof(float);
+    for (int i = 0; i < n;) {
+        if (need && !need[i]) {
+            i++;
+            continue;
+        }
+        int j = i + 1;
+        while (j < n && (!need || need[j])) j++;
+        tern_status st = tern_cuda_download_async(d->c, logits + (size_t)i * V, d_logits + (size_t)i * V, (size_t)(j - i) * row);
+        if (st) return st;
+        i = j;
+    }
+    return TERN_OK;
 }
 
 static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float *h, float *logits, float *hidden)
 {
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
-    int n = p->n_out, H = c->hidden;
-    /* The gather of the wanted rows is an embedding lookup in x. */
-    tern_status st = tern_cuda_embed(d->c, d->d_want, n, x, TERN_DT_F32, H, h);
-    if (!st) st = tern_cuda_rmsnorm(d->c, h, h, n, H, m->final_norm.dev, m->final_norm.dt, c->rms_eps);
-    if (!st && hidden) st = tern_cuda_download_async(d->c, hidden, h, (size_t)n * H * sizeof(float));
-    if (!st && logits) {
-        st = mm(m, h, n, &m->lm_head, d->logits.d, 0);
-        if (!st) st = tern_cuda_download_async(d->c, logits, d->logits.d, (size_t)n * c->vocab * sizeof(float));
+    int n = p->n_out, H = c->hidden, V = c->vocab;
+    tern_status st = graph_finish(d);
+    int want_lm = logits || p->sum;
+    if (st) {
+        /* nothing more is queued */
+    } else if (folded(m)) {
+        /* The wanted rows (x itself for one token wanted), then the final
+         * norm folded into the head's product; the hidden states, when
+         * asked for, from the norm kernel beside it. */
+        const float *xr = x;
+        if (!(n == 1 && p->T == 1)) {
+            st = tern_cuda_embed(d->c, d->d_want, n, x, TERN_DT_F32, H, h);
+            xr = h;
+        }
+        if (!st && want_lm)
+            st = tern_cuda_matmul_norm(d->c, xr, n, H, d->final_nw, c->rms_eps, m->lm_head.dev, m->lm_head.dt, V,
+                                       d->logits.d, V);
+        if (!st && hidden) {
+            st = tern_cuda_rmsnorm(d->c, xr, h, n, H, m->final_norm.dev, m->final_norm.dt, c->rms_eps);
+            if (!st) st = tern_cuda_download_async(d->c, hidden, h, (size_t)n * H * sizeof(float));
+        }
+    } else {
+        /* The gather of the wanted rows is an embedding lookup in x. */
+        st = tern_cuda_embed(d->c, d->d_want, n, x, TERN_DT_F32, H, h);
+        if (!st) st = tern_cuda_rmsnorm(d->c, h, h, n, H, m->final_norm.dev, m->final_norm.dt, c->rms_eps);
+        if (!st && hidden) st = tern_cuda_download_async(d->c, hidden, h, (size_t)n * H * sizeof(float));
+        if (!st && want_lm) st = mm(m, h, n, &m->lm_head, d->logits.d, 0);
     }
+    st = prof(d, PROF_HEAD, st);
+    if (!st && p->sum) {
+        st = prof(d, PROF_SUMMARY, tern_cuda_summary(d->c, d->logits.d, V, n, V, d->sum_tmp.d, d->sum_count.d, d->sum_out.d));
+        if (!st) st = tern_cuda_download_async(d->c, d->h_sum, d->sum_out.d, (size_t)n * sizeof *d->h_sum);
+    }
+    if (!st && logits) st = download_rows(d, logits, d->logits.d, n, V, p->need);
+    st = prof(d, PROF_COPY, st);
     tern_status ss = tern_cuda_sync(d->c);
+    if (!st && !ss && d->prof && d->decode && d->prof_n > 1) {
+        for (int k = 1; k < d->prof_n; k++) {
+            float ms = 0.0f;
+            if (!tern_cuda_prof_elapsed(d->c, k - 1, k, &ms)) d->prof_ms[d->prof_cls[k]] += ms;
+        }
+        d->prof_passes++;
+    }
+    if (!st && !ss && p->sum)
+        for (int i = 0; i < n; i++) p->sum[i] = (tern_logit_summary){d->h_sum[i].lse, d->h_sum[i].argmax, d->h_sum[i].lp};
     if (!st && !ss && d->stats) {
         float ms = 0.0f;
         tern_cuda_timer_elapsed(d->c, &ms);
@@ -514,10 +789,15 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
     return st ? st : ss;
 }
 
-const tern_backend_vt tern_backend_cuda = {
-    "cuda",      cuda_pass_bytes, cuda_workspace, cuda_begin, cuda_embed,     cuda_rmsnorm,
-    cuda_matmul, cuda_matmul_add, cuda_gate_up,   cuda_qkv,   cuda_attention, cuda_head,
-};
+#define CUDA_VT(sum)                                                                                        \
+    {.name = "cuda", .summarizes = sum, .pass_bytes = cuda_pass_bytes, .workspace = cuda_workspace,                  \
+     .begin = cuda_begin, .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .matmul = cuda_matmul,                        \
+     .matmul_add = cuda_matmul_add, .gate_up = cuda_gate_up, .norm_gate_up = cuda_norm_gate_up, .qkv = cuda_qkv,     \
+     .attention = cuda_attention, .head = cuda_head}
+const tern_backend_vt tern_backend_cuda = CUDA_VT(1);
+/* TERN_CUDA_SUMMARY=0: the same without sampling summaries (every logit
+ * comes back and the host samples), to compare. */
+static const tern_backend_vt cuda_no_summary = CUDA_VT(0);
 
 /* ---- the device's read bandwidth (tern bench's ceiling) ---------------- */
 

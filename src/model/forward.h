@@ -22,10 +22,29 @@ typedef struct {
                                  every row that has new tokens (borrowed) */
 } tern_batch;
 
+/* What a greedy sampler needs of one output: lse = log-sum-exp of its
+ * logits, argmax = the first index of the largest logits[i] - lse, lp =
+ * that log-probability. */
+typedef struct {
+    float lse;
+    int32_t argmax;
+    float lp;
+} tern_logit_summary;
+
 /* logits: [n_out, vocab] or NULL; hidden: [n_out, hidden_size] (after the
  * final norm) or NULL. n_out is the number of tokens asked for. On failure
  * the KV state of every row is as it was before the call. */
 tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden);
+
+/* tern_forward that also fills summary[i] for every output i and writes
+ * logits row i only where need[i] is non-zero (need NULL: every row), so a
+ * device backend copies back a few bytes for rows sampled greedily. Only on
+ * models whose backend computes summaries (tern_model_summarizes); others
+ * get TERN_E_UNSUPPORTED. A row's summary depends on that row alone. */
+tern_status tern_forward_ex(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden,
+                            const uint8_t *need, tern_logit_summary *summary);
+/* 1 when the model's backend computes tern_logit_summary (the CUDA one). */
+int tern_model_summarizes(const tern_model *m);
 
 /* KV block pool shaped for this model (plain float32 layout): max_rows rows
  * of up to max_len positions over n_blocks blocks of block_tokens positions

@@ -183,8 +183,7 @@ static tern_status attention_block(tern_model *m, tern_pass *p, int l, scratch *
 {
     const tern_backend_vt *bk = m->bk;
     const tern_layer *L = &m->layers[l];
-    tern_status st = bk->rmsnorm(m, s->x, s->h, s->T, m->cfg.hidden, &L->attn_norm);
-    if (!st) st = bk->qkv(m, p, l, s->h, s->qkv);
+    tern_status st = bk->qkv(m, p, l, s->x, s->h, s->qkv);
     if (!st) st = bk->attention(m, p, l, s->qkv, s->att);
     if (!st) st = bk->matmul_add(m, s->att, s->T, &L->wo, s->x, s->h);
     return st;
@@ -194,24 +193,37 @@ static tern_status ffn_block(tern_model *m, int l, scratch *s)
 {
     const tern_backend_vt *bk = m->bk;
     const tern_layer *L = &m->layers[l];
-    tern_status st = bk->rmsnorm(m, s->x, s->h, s->T, m->cfg.hidden, &L->ffn_norm);
-    if (st) return st;
-    if (L->is_moe) return moe(m, L, s);
-    if ((st = bk->gate_up(m, &L->mlp, s->h, s->T, s->g, s->u))) return st;
+    tern_status st;
+    if (L->is_moe) {
+        if ((st = bk->rmsnorm(m, s->x, s->h, s->T, m->cfg.hidden, &L->ffn_norm))) return st;
+        return moe(m, L, s);
+    }
+    if ((st = bk->norm_gate_up(m, l, s->x, s->T, s->h, s->g, s->u))) return st;
     return bk->matmul_add(m, s->g, s->T, &L->mlp.down, s->x, s->h);
 }
 
+int tern_model_summarizes(const tern_model *m) { return m->bk->summarizes; }
+
 tern_status tern_forward(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden)
+{
+    return tern_forward_ex(m, kv, b, logits, hidden, NULL, NULL);
+}
+
+tern_status tern_forward_ex(tern_model *m, tern_kv *kv, const tern_batch *b, float *logits, float *hidden,
+                            const uint8_t *need, tern_logit_summary *summary)
 {
     const tern_model_config *c = &m->cfg;
     int T;
+    if ((need || summary) && !m->bk->summarizes)
+        return tern_error(TERN_E_UNSUPPORTED, "forward: the %s backend computes no sampling summaries", m->bk->name);
+    if (need && !summary) return tern_error(TERN_E_INVALID, "forward: need without summary");
     tern_status st = check_batch(m, kv, b, &T);
     if (st || T == 0) return st;
     /* Room for the new tokens first: fallible, but changes nothing visible. */
     if ((st = tern_kv_grow(kv, b->rows, b->n_tokens, b->n_rows))) return st;
     tern_exec_lock(m->exec);
     scratch ws, *s = &ws;
-    tern_pass p = {kv, b, T, tern_batch_n_out(b), NULL};
+    tern_pass p = {kv, b, T, tern_batch_n_out(b), NULL, need, summary};
     if (!(st = ws_get(m, T, s))) {
         p.host = s->pass;
         st = m->bk->begin(m, &p);

@@ -36,6 +36,7 @@ void ops_same(const char *name, const float *a, const float *b, long n);
 void ops_linear(void);
 void ops_rows(void);
 void ops_attention(void);
+void ops_fused(void);
 void ops_time(void);
 
 #endif

@@ -152,6 +152,7 @@ int main(int argc, char **argv)
         ops_linear();
         ops_rows();
         ops_attention();
+        ops_fused();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }

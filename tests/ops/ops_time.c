@@ -23,34 +23,81 @@ static void *dev_random(long n, tern_dtype dt, unsigned seed)
         (ms) /= 50;                                                    \
     } while (0)
 
+/* Copies of a weight so that the copies together exceed the L2 several
+ * times: timings then stream from HBM as in a model's pass. */
+enum { MAXC = 16 };
+static int copies_for(double bytes)
+{
+    int n = (int)(256e6 / bytes) + 1;
+    return n < 2 ? 2 : n > MAXC ? MAXC : n;
+}
+
+#define TIME_ROT(ms, nc, expr)                                         \
+    do {                                                               \
+        for (int i_ = 0; i_ < 5; i_++) ops_ok((expr), #expr);          \
+        ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");               \
+        for (int i_ = 0; i_ < 50; i_++) (expr);                        \
+        ops_ok(tern_cuda_timer_elapsed(ops_cuda, &(ms)), "timer");     \
+        (ms) /= 50;                                                    \
+        (void)(nc);                                                    \
+    } while (0)
+
 void ops_time(void)
 {
     static const struct { const char *what; int K, N; } mm[] = {
         {"qkv (fused)", 4096, 6144}, {"o", 4096, 4096}, {"down", 12288, 4096}, {"lm_head", 4096, 151936}};
     static const int Ms[] = {1, 4, 16};
     float *x = dev_random(16L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(16L * 151936 * 4);
+    float *nwf = dev_random(4096, TERN_DT_F32, 40);
     float ms;
-    printf("%-14s %3s %10s %9s\n", "matmul bf16", "M", "us", "GB/s");
+    printf("%-22s %3s %10s %9s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s");
     for (int i = 0; i < 4; i++) {
-        void *w = dev_random((long)mm[i].K * mm[i].N, TERN_DT_BF16, 2 + i);
         double gb = (double)mm[i].K * mm[i].N * 2 / 1e9;
+        int nc = copies_for(gb * 1e9);
+        void *w[MAXC];
+        for (int k = 0; k < nc; k++) w[k] = dev_random((long)mm[i].K * mm[i].N, TERN_DT_BF16, 2 + i + 100 * k);
         for (int m = 0; m < 3; m++) {
-            TIME_IT(ms, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K, w,
-                                         TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, NULL));
-            printf("%-14s %3d %10.1f %9.0f\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3));
+            TIME_ROT(ms, nc, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K,
+                                              w[i_ % nc], TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, NULL));
+            printf("%-22s %3d %10.1f %9.0f\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3));
         }
-        tern_cuda_free(ops_cuda, w);
+        if (mm[i].K == 4096) {
+            TIME_ROT(ms, nc, tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, w[i_ % nc], TERN_DT_BF16, mm[i].N,
+                                                   y, mm[i].N));
+            printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));
+        }
+        for (int k = 0; k < nc; k++) tern_cuda_free(ops_cuda, w[k]);
     }
     {
-        void *wg = dev_random(4096L * 12288, TERN_DT_BF16, 7), *wu = dev_random(4096L * 12288, TERN_DT_BF16, 8);
         double gb = 2.0 * 4096 * 12288 * 2 / 1e9;
-        for (int m = 0; m < 3; m++) {
-            TIME_IT(ms, tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, x, Ms[m], 4096, wg, wu, TERN_DT_BF16, 12288, y));
-            printf("%-14s %3d %10.1f %9.0f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3));
+        int nc = copies_for(gb * 1e9);
+        void *wg[MAXC], *wu[MAXC];
+        for (int k = 0; k < nc; k++) {
+            wg[k] = dev_random(4096L * 12288, TERN_DT_BF16, 7 + 100 * k);
+            wu[k] = dev_random(4096L * 12288, TERN_DT_BF16, 8 + 100 * k);
         }
-        tern_cuda_free(ops_cuda, wg);
-        tern_cuda_free(ops_cuda, wu);
+        for (int m = 0; m < 3; m++) {
+            TIME_ROT(ms, nc, tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, x, Ms[m], 4096, wg[i_ % nc], wu[i_ % nc],
+                                               TERN_DT_BF16, 12288, y));
+            printf("%-22s %3d %10.1f %9.0f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3));
+        }
+        TIME_ROT(ms, nc, tern_cuda_gate_up_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, wg[i_ % nc], wu[i_ % nc],
+                                                TERN_DT_BF16, 12288, y));
+        printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));
+        for (int k = 0; k < nc; k++) {
+            tern_cuda_free(ops_cuda, wg[k]);
+            tern_cuda_free(ops_cuda, wu[k]);
+        }
     }
+    {
+        void *tmp = ops_dev_zero(tern_cuda_summary_tmp_bytes(1, 151936));
+        unsigned *cnt = ops_dev_zero(tern_cuda_summary_count_bytes(1));
+        void *out = ops_dev_zero(64);
+        TIME_IT(ms, tern_cuda_summary(ops_cuda, y, 151936, 1, 151936, tmp, cnt, out));
+        printf("%-22s %10.1f us (lse + argmax, one row of 151936)\n", "summary", ms * 1e3);
+        tern_cuda_free(ops_cuda, tmp); tern_cuda_free(ops_cuda, cnt); tern_cuda_free(ops_cuda, out);
+    }
+    tern_cuda_free(ops_cuda, nwf);
     /* Decode attention: one row, 32 query heads over 8 kv heads of 128. */
     static const int lens[] = {512, 4096, 32768};
     printf("%-14s %6s %7s %9s\n", "attention", "len", "us", "GB/s");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "engine/sampler_internal.h"
 #include "model/forward.h"
 #include "tern/exec.h"
 #include "tern/model.h"
@@ -108,6 +109,33 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
         CHECK(tern_forward(mg, kv, &d, lg, NULL) == TERN_OK);
         CHECK_MSG(!memcmp(lg, ref[1] + (long)i * V, (size_t)V * sizeof(float)), "%s decode step %d differs", dir, i);
     }
+    /* Row 1 again, alone: prefill of 32, then one token a time (the
+     * one-token kernels that fuse the norms), every step equal to the
+     * prefill of all 40; through tern_forward_ex, whose summary is the
+     * argmax of logits - lse and whose need = 0 leaves the logits alone. */
+    tern_kv_row_remove(kv, rows[1]);
+    CHECK(tern_kv_row_add(kv, 2 * MAXT, &rows[1]) == TERN_OK);
+    int n32 = 32;
+    tern_batch p32 = {1, &rows[1], &n32, ids[1], NULL};
+    CHECK(tern_forward(mg, kv, &p32, lg, NULL) == TERN_OK);
+    float *lp = malloc((size_t)V * sizeof *lp);
+    for (int i = 32; i < lens[1]; i++) {
+        tern_batch d = {1, &rows[1], one, &ids[1][i], NULL};
+        uint8_t need = i % 2;
+        tern_logit_summary sm;
+        const float *want = ref[1] + (long)i * V;
+        for (int k = 0; k < V; k++) lg[k] = -7.0f;
+        CHECK_MSG(tern_forward_ex(mg, kv, &d, lg, NULL, &need, &sm) == TERN_OK, "%s", tern_last_error());
+        if (need) CHECK_MSG(!memcmp(lg, want, (size_t)V * sizeof(float)), "%s one-token step %d differs", dir, i);
+        else CHECK_MSG(lg[0] == -7.0f && lg[V - 1] == -7.0f, "%s step %d: logits written though not needed", dir, i);
+        float host = tern_mlx_logsumexp(want, V);
+        CHECK_MSG(fabsf(sm.lse - host) <= 1e-5f * fmaxf(1.0f, fabsf(host)), "%s step %d: lse %g, host %g", dir, i,
+                  sm.lse, host);
+        for (int k = 0; k < V; k++) lp[k] = want[k] - sm.lse;
+        int32_t am = tern_argmax(lp, V);
+        CHECK_MSG(sm.argmax == am && sm.lp == lp[am], "%s step %d: argmax %d, host %d", dir, i, sm.argmax, am);
+    }
+    free(lp);
     /* Fork row 2 (12 positions: a partial shared block) into row 3 and
      * decode the same token on both: copy on write keeps them apart. */
     tern_kv_prep prep;

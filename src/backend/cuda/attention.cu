@@ -181,8 +181,15 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
                                         : head_dim == 64  ? attn_split_kernel<64>
                                         : head_dim == 128 ? attn_split_kernel<128>
                                                           : attn_split_kernel<256>;
-    CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-             "attention shared memory");
+    /* Raised once per instance (to the largest asked), so that a graph
+     * capture of the call queues the launch alone. */
+    static size_t smem_set[5];
+    int ki = head_dim == 16 ? 0 : head_dim == 32 ? 1 : head_dim == 64 ? 2 : head_dim == 128 ? 3 : 4;
+    if (smem > smem_set[ki]) {
+        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                 "attention shared memory");
+        smem_set[ki] = smem;
+    }
     return launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows, d_tok_row, ns,
                   n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out);
 }

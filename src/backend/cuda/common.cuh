@@ -16,7 +16,10 @@ struct tern_cuda {
                                 that never multiplies on cuBLAS need not load it */
     void (*blas_destroy)(cublasHandle_t);
     cudaEvent_t mark, stop;
+    cudaEvent_t *prof;       /* TERN_CUDA_PROF events, made on first use */
+    int n_prof;
     int pdl;                 /* launch with programmatic dependent launch */
+    int trigger;             /* matrix kernels let the next kernel launch once they run (TERN_CUDA_TRIGGER=1) */
     int sms;                 /* multiprocessors */
     char desc[320];
 };

@@ -80,6 +80,11 @@ void tern_cuda_graph_free(tern_cuda_graph *g);
 tern_status tern_cuda_timer_mark(tern_cuda *c);
 tern_status tern_cuda_timer_elapsed(tern_cuda *c, float *ms);
 
+/* Profiling events (a pool of up to 4096 on the stream): record event i;
+ * elapsed from event i to event j, both recorded and reached. */
+tern_status tern_cuda_prof_record(tern_cuda *c, int i);
+tern_status tern_cuda_prof_elapsed(tern_cuda *c, int i, int j, float *ms);
+
 /* ---- ops ---------------------------------------------------------------- */
 
 typedef enum {
@@ -144,6 +149,20 @@ tern_status tern_cuda_add(tern_cuda *c, float *d_y, const float *d_x, long count
 tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const void *d_table, tern_dtype dt,
                             int d, float *d_out);
 
+/* y[M, N] = rmsnorm(x) . w^T with the norm folded into the product: one
+ * kernel, no separate norm pass. The kernel forms sum_k (x_k nw_k) w_nk and
+ * the row's sum of squares in the same order, and scales by
+ * 1 / sqrt(ss / K + eps) last, so it rounds differently from
+ * tern_cuda_rmsnorm followed by tern_cuda_matmul (within float32 rounding of
+ * it), the same way for every M. d_nw: the norm weight as float32 [K];
+ * float32 activations. */
+tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw, float eps,
+                                  const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy);
+/* h = silu(g) * u of g, u = rmsnorm(x) . wg^T, . wu^T, folded as
+ * tern_cuda_matmul_norm. */
+tern_status tern_cuda_gate_up_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw, float eps,
+                                   const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h);
+
 /* ---- attention ---------------------------------------------------------- */
 
 /* One row (sequence) of an attention call, in device memory so that graph
@@ -201,6 +220,27 @@ tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
                                 unsigned *d_count);
 size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
 size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
+
+/* ---- sampling summaries ------------------------------------------------- */
+
+/* Per row of logits: lse = log(sum exp(logits)), argmax = the first index
+ * of the largest logits[i] - lse (tern_argmax's rule over the
+ * log-probabilities), lp = that log-probability. */
+typedef struct {
+    float lse;
+    int32_t argmax;
+    float lp;
+} tern_cuda_lsum;
+
+/* d_out[r] for rows r < n of d_logits [n, V] (row stride ld floats). The
+ * arithmetic of a row depends on that row alone (fixed chunks of the
+ * vocabulary folded in order). d_tmp: tern_cuda_summary_tmp_bytes; d_count:
+ * tern_cuda_summary_count_bytes of counters, zeroed once (each call leaves
+ * them at zero). */
+tern_status tern_cuda_summary(tern_cuda *c, const float *d_logits, long ld, int n, int V, void *d_tmp,
+                              unsigned *d_count, tern_cuda_lsum *d_out);
+size_t tern_cuda_summary_tmp_bytes(int n, int V);
+size_t tern_cuda_summary_count_bytes(int n);
 
 /* ---- test data and bandwidth -------------------------------------------- */
 

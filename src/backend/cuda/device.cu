@@ -34,6 +34,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     if (!c) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
     c->device = device;
     c->pdl = 1;
+    const char *tg = getenv("TERN_CUDA_TRIGGER");
+    c->trigger = tg && !strcmp(tg, "1");
     c->sms = p.multiProcessorCount;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
@@ -50,6 +52,8 @@ extern "C" void tern_cuda_close(tern_cuda *c)
 {
     if (!c) return;
     if (c->blas) c->blas_destroy(c->blas);
+    for (int i = 0; i < c->n_prof; i++) cudaEventDestroy(c->prof[i]);
+    free(c->prof);
     if (c->mark) cudaEventDestroy(c->mark);
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -188,6 +192,27 @@ extern "C" tern_status tern_cuda_timer_elapsed(tern_cuda *c, float *ms)
     CUDA_TRY(cudaEventRecord(c->stop, c->stream), "event record");
     CUDA_TRY(cudaEventSynchronize(c->stop), "event synchronize");
     CUDA_TRY(cudaEventElapsedTime(ms, c->mark, c->stop), "event elapsed");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_prof_record(tern_cuda *c, int i)
+{
+    enum { MAX = 4096 };
+    if (i < 0 || i >= MAX) return tern_error(TERN_E_RANGE, "cuda: profile event %d", i);
+    if (!c->prof && !(c->prof = (cudaEvent_t *)calloc(MAX, sizeof *c->prof)))
+        return tern_error(TERN_E_NOMEM, "cuda: out of memory");
+    while (c->n_prof <= i) {
+        CUDA_TRY(cudaEventCreate(&c->prof[c->n_prof]), "event create");
+        c->n_prof++;
+    }
+    CUDA_TRY(cudaEventRecord(c->prof[i], c->stream), "event record");
+    return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_prof_elapsed(tern_cuda *c, int i, int j, float *ms)
+{
+    if (i < 0 || j < 0 || i >= c->n_prof || j >= c->n_prof) return tern_error(TERN_E_RANGE, "cuda: profile event");
+    CUDA_TRY(cudaEventElapsedTime(ms, c->prof[i], c->prof[j]), "event elapsed");
     return TERN_OK;
 }
 

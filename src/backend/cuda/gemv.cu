@@ -13,7 +13,7 @@
  * The grid is at most one wave (as many blocks as fit on the device at once)
  * and warps stride over the rows. Which warp computes a row never changes
  * its arithmetic. */
-#include "backend/cuda/common.cuh"
+#include "backend/cuda/norm.cuh"
 
 #ifndef TERN_GEMV_WARPS
 #define TERN_GEMV_WARPS 4
@@ -29,11 +29,25 @@ enum { GEMV_WARPS = TERN_GEMV_WARPS, GEMV_UNROLL = TERN_GEMV_UNROLL, GEMV_R = TE
 
 /* acc[r * M + m] += x[m, k0..k0+P) . wf[r][0..P) for the R weight rows: each
  * x chunk is loaded once for all R rows. Every accumulator takes its P
- * products in e order, as with one row at a time. */
-template <int M, int P, int R, bool RND>
+ * products in e order, as with one row at a time. NORM (the RMSNorm folded
+ * in, see gemv_kernel): the x element is first multiplied by the norm
+ * weight nw[k], and ss[m] (when SS) adds x^2 in the same order. */
+template <int M, int P, int R, bool RND, bool NORM = false>
 __device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx, int k0, const float (*wf)[P],
-                                          float *acc, int m_count)
+                                          float *acc, int m_count, const float *__restrict__ nw = nullptr,
+                                          float *ss = nullptr, bool SS = false)
 {
+    float nv[NORM ? P : 1];
+    if (NORM) {
+#pragma unroll
+        for (int q = 0; q < P / 4; q++) {
+            float4 t = __ldg(reinterpret_cast<const float4 *>(nw + k0) + q);
+            nv[4 * q] = t.x;
+            nv[4 * q + 1] = t.y;
+            nv[4 * q + 2] = t.z;
+            nv[4 * q + 3] = t.w;
+        }
+    }
 #pragma unroll
     for (int m = 0; m < M; m++) {
         if (m < m_count) {
@@ -47,6 +61,14 @@ __device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx,
                 xv[4 * q + 2] = RND ? round_bf16(t.z) : t.z;
                 xv[4 * q + 3] = RND ? round_bf16(t.w) : t.w;
             }
+            if (NORM) {
+                if (SS) {
+#pragma unroll
+                    for (int e = 0; e < P; e++) ss[m] = fmaf(xv[e], xv[e], ss[m]);
+                }
+#pragma unroll
+                for (int e = 0; e < P; e++) xv[e] = __fmul_rn(xv[e], nv[NORM ? e : 0]);
+            }
 #pragma unroll
             for (int r = 0; r < R; r++)
 #pragma unroll
@@ -58,15 +80,21 @@ __device__ __forceinline__ void chunk_fma(const float *__restrict__ x, long ldx,
 /* Dot products of R weight rows with M rows of x: acc[r*M + m]. All lanes
  * end with the final sums. The R rows' loads are interleaved so that R*U
  * 16-byte loads per lane are in flight; each row's sums are formed in the
- * same order whatever R and U. */
-template <typename WT, int M, bool RND, int R, int U>
+ * same order whatever R and U. NORM: x times nw, and with SS the sums of
+ * squares of the x rows in ss[m] (same lane order, same butterfly). */
+template <typename WT, int M, bool RND, int R, int U, bool NORM = false>
 __device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, const void *const *wrows, int lane,
-                                         int m_count, float *acc)
+                                         int m_count, float *acc, const float *__restrict__ nw = nullptr,
+                                         float *ss = nullptr, bool SS = false)
 {
     constexpr int P = WT::PER16;
     const int nchunks = K / P;
 #pragma unroll
     for (int i = 0; i < R * M; i++) acc[i] = 0.0f;
+    if (NORM && SS) {
+#pragma unroll
+        for (int m = 0; m < M; m++) ss[m] = 0.0f;
+    }
     for (int base = lane; base < nchunks; base += 32 * U) {
         uint4 wv[R][U];
 #pragma unroll
@@ -83,35 +111,81 @@ __device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, con
                 float wf[R][P];
 #pragma unroll
                 for (int r = 0; r < R; r++) WT::unpack(wv[r][u], wf[r]);
-                chunk_fma<M, P, R, RND>(x, K, ch * P, wf, acc, m_count);
+                chunk_fma<M, P, R, RND, NORM>(x, K, ch * P, wf, acc, m_count, nw, ss, SS);
             }
         }
     }
 #pragma unroll
     for (int i = 0; i < R * M; i++) acc[i] = warp_sum(acc[i]);
+    if (NORM && SS) {
+#pragma unroll
+        for (int m = 0; m < M; m++) ss[m] = warp_sum(ss[m]);
+    }
 }
+
+/* Issues an L2 prefetch of the weight rows a warp reads first (before it
+ * waits for the previous kernel: weights are never written by one), so that
+ * a kernel launched early streams from its first instruction. */
+__device__ __forceinline__ void prefetch_row(const void *row, size_t bytes, int lane)
+{
+#if __CUDA_ARCH__ >= 900
+    if (lane == 0 && bytes >= 16 && bytes % 16 == 0 && ((uintptr_t)row & 15) == 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((unsigned)bytes) : "memory");
+#endif
+}
+
+/* Lets the next kernel launch now (its blocks take the room this one
+ * leaves, prefetch and wait); TERN_CUDA_TRIGGER. */
+__device__ __forceinline__ void trigger_next(int on)
+{
+#if __CUDA_ARCH__ >= 900
+    if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* The RMSNorm of the input folded into the product (NORM): for
+ * y = rmsnorm(x) . w^T the kernel forms acc = sum_k (x_k nw_k) w_k and
+ * ss = sum_k x_k^2 in the same lane order (the first row group of each warp;
+ * later groups reuse it), and writes acc * (1 / sqrt(ss / K + eps)). The
+ * order of every operation depends on K alone, so a row's bits are the same
+ * for any M, and no separate norm kernel runs. nw is the norm weight as
+ * float32. */
+struct norm_arg {
+    const float *nw;   /* [K] float32, or NULL: no norm */
+    float eps;
+};
 
 /* One warp per group of R consecutive output rows (R > 1 for several rows
  * of x: each x load then serves R weight rows). */
-template <typename WT, int M, bool RND, int R>
+template <typename WT, int M, bool RND, int R, bool NORM>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__restrict__ x, int m_count, int K,
                                                                const void *__restrict__ w, int N,
-                                                               float *__restrict__ y, int ldy, int accumulate)
+                                                               float *__restrict__ y, int ldy, int accumulate,
+                                                               norm_arg na, int trig)
 {
     int lane = threadIdx.x & 31;
     int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
     int groups = (N + R - 1) / R;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
+    if (g0 < groups) prefetch_row((const char *)w + (size_t)g0 * R * row_bytes, (g0 * R + R <= N ? R : N - g0 * R) * row_bytes, lane);
     wait_prior_grid();
+    trigger_next(trig);
+    float inv[NORM ? M : 1];
     for (int g = g0; g < groups; g += stride) {
-        float acc[R * M];
+        float acc[R * M], ss[NORM ? M : 1];
         const void *wr[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             int n = g * R + r < N ? g * R + r : N - 1;   /* a row past N is read, never written */
             wr[r] = (const char *)w + (size_t)n * row_bytes;
         }
-        row_dots<WT, M, RND, R, (GEMV_UNROLL / R > 0 ? GEMV_UNROLL / R : 1)>(x, K, wr, lane, m_count, acc);
+        bool first = g == g0;
+        row_dots<WT, M, RND, R, (GEMV_UNROLL / R > 0 ? GEMV_UNROLL / R : 1), NORM>(x, K, wr, lane, m_count, acc, na.nw,
+                                                                                 ss, first);
+        if (NORM && first) {
+#pragma unroll
+            for (int m = 0; m < M; m++) inv[m] = rms_inv(ss[m], K, na.eps);
+        }
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -121,7 +195,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
                 for (int m = 0; m < M; m++)
                     if (m < m_count) {
                         float *yp = y + (long)m * ldy + n;
-                        *yp = accumulate ? *yp + acc[r * M + m] : acc[r * M + m];
+                        float v = NORM ? __fmul_rn(acc[r * M + m], inv[NORM ? m : 0]) : acc[r * M + m];
+                        *yp = accumulate ? *yp + v : v;
                     }
             }
         }
@@ -132,21 +207,29 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
 __device__ __forceinline__ float silu_mul_1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 /* One warp per C consecutive outputs (C > 1 for several rows of x): the
- * gate and up rows of each, 2C weight rows sharing every x load. */
-template <typename WT, int M, bool RND, int C>
+ * gate and up rows of each, 2C weight rows sharing every x load. NORM as in
+ * gemv_kernel (both products scaled before silu * up). */
+template <typename WT, int M, bool RND, int C, bool NORM>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *__restrict__ x, int m_count, int K,
                                                                   const void *__restrict__ wg,
                                                                   const void *__restrict__ wu, int F,
-                                                                  float *__restrict__ h)
+                                                                  float *__restrict__ h, norm_arg na, int trig)
 {
     int lane = threadIdx.x & 31;
     int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
     int groups = (F + C - 1) / C;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
     constexpr int U = GEMV_UNROLL / (2 * C) > 0 ? GEMV_UNROLL / (2 * C) : 1;
+    if (g0 < groups) {
+        size_t nb = (g0 * C + C <= F ? C : F - g0 * C) * row_bytes;
+        prefetch_row((const char *)wg + (size_t)g0 * C * row_bytes, nb, lane);
+        prefetch_row((const char *)wu + (size_t)g0 * C * row_bytes, nb, lane);
+    }
     wait_prior_grid();
+    trigger_next(trig);
+    float inv[NORM ? M : 1];
     for (int g = g0; g < groups; g += stride) {
-        float gu[2 * C * M];
+        float gu[2 * C * M], ss[NORM ? M : 1];
         const void *wr[2 * C];
 #pragma unroll
         for (int j = 0; j < C; j++) {
@@ -154,7 +237,12 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
             wr[2 * j] = (const char *)wg + (size_t)n * row_bytes;
             wr[2 * j + 1] = (const char *)wu + (size_t)n * row_bytes;
         }
-        row_dots<WT, M, RND, 2 * C, U>(x, K, wr, lane, m_count, gu);
+        bool first = g == g0;
+        row_dots<WT, M, RND, 2 * C, U, NORM>(x, K, wr, lane, m_count, gu, na.nw, ss, first);
+        if (NORM && first) {
+#pragma unroll
+            for (int m = 0; m < M; m++) inv[m] = rms_inv(ss[m], K, na.eps);
+        }
         if (lane == 0) {
 #pragma unroll
             for (int j = 0; j < C; j++) {
@@ -162,7 +250,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
                 if (n >= F) break;
 #pragma unroll
                 for (int m = 0; m < M; m++)
-                    if (m < m_count) h[(long)m * F + n] = silu_mul_1(gu[2 * j * M + m], gu[(2 * j + 1) * M + m]);
+                    if (m < m_count) {
+                        float a = gu[2 * j * M + m], b = gu[(2 * j + 1) * M + m];
+                        if (NORM) {
+                            a = __fmul_rn(a, inv[NORM ? m : 0]);
+                            b = __fmul_rn(b, inv[NORM ? m : 0]);
+                        }
+                        h[(long)m * F + n] = silu_mul_1(a, b);
+                    }
             }
         }
     }
@@ -215,51 +310,62 @@ static tern_status launch_wave(tern_cuda *c, const char *what, void (*kernel)(KA
 /* Kernels are instantiated for M in {1, 2, 4, 8, 16}: a call with m rows runs
  * the smallest M >= m, and m_count masks the rest. The per-row arithmetic is
  * the same in every instance. */
-template <typename WT, bool RND>
+template <typename WT, bool RND, bool NORM>
 static tern_status gemv_typed(tern_cuda *c, const float *x, int m, int K, const void *w, int N, float *y,
-                              int ldy, int acc)
+                              int ldy, int acc, norm_arg na)
 {
-    if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1>, N, x, m, K, w, N, y, ldy, acc);
-    if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
-    if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
-    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
-    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND, GEMV_R>, (N + GEMV_R - 1) / GEMV_R, x, m, K, w, N, y, ldy, acc);
+    int G = (N + GEMV_R - 1) / GEMV_R, tg = c->trigger;
+    if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1, NORM>, N, x, m, K, w, N, y, ldy, acc, na, tg);
+    if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
+    if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
+    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
+    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
 }
 
-template <typename WT, bool RND>
+template <typename WT, bool RND, bool NORM>
 static tern_status gate_up_typed(tern_cuda *c, const float *x, int m, int K, const void *wg, const void *wu,
-                                 int F, float *h)
+                                 int F, float *h, norm_arg na)
 {
-    int N = F;
+    int N = F, tg = c->trigger;
     constexpr int C = GEMV_R / 2 > 0 ? GEMV_R / 2 : 1;
     int G = (N + C - 1) / C;
-    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1>, N, x, m, K, wg, wu, F, h);
-    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND, C>, G, x, m, K, wg, wu, F, h);
-    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND, C>, G, x, m, K, wg, wu, F, h);
-    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND, C>, G, x, m, K, wg, wu, F, h);
-    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND, C>, G, x, m, K, wg, wu, F, h);
+    if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1, NORM>, N, x, m, K, wg, wu, F, h, na, tg);
+    if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
+    if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
+    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
+    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
 }
 
-/* One launch over at most 16 rows (internal; matmul.cu tiles larger M). */
+/* One launch over at most 16 rows (internal; matmul.cu tiles larger M).
+ * nw: the input's RMSNorm weight (float32) folded in, or NULL. */
 tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x, int m, int K, const void *w,
-                                tern_dtype wdt, int N, float *y, int ldy, int accumulate)
+                                tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps)
 {
     bool rnd = act == TERN_CUDA_ACT_BF16;
+    norm_arg na = {nw, eps};
+    if (nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda matmul: the folded norm takes float32 activations");
     switch (wdt) {
     case TERN_DT_BF16:
-        return rnd ? gemv_typed<w_bf16, true>(c, x, m, K, w, N, y, ldy, accumulate)
-                   : gemv_typed<w_bf16, false>(c, x, m, K, w, N, y, ldy, accumulate);
-    case TERN_DT_F16: return gemv_typed<w_f16, false>(c, x, m, K, w, N, y, ldy, accumulate);
-    case TERN_DT_F32: return gemv_typed<w_f32, false>(c, x, m, K, w, N, y, ldy, accumulate);
+        if (nw) return gemv_typed<w_bf16, false, true>(c, x, m, K, w, N, y, ldy, accumulate, na);
+        return rnd ? gemv_typed<w_bf16, true, false>(c, x, m, K, w, N, y, ldy, accumulate, na)
+                   : gemv_typed<w_bf16, false, false>(c, x, m, K, w, N, y, ldy, accumulate, na);
+    case TERN_DT_F16:
+        return nw ? gemv_typed<w_f16, false, true>(c, x, m, K, w, N, y, ldy, accumulate, na)
+                  : gemv_typed<w_f16, false, false>(c, x, m, K, w, N, y, ldy, accumulate, na);
+    case TERN_DT_F32:
+        return nw ? gemv_typed<w_f32, false, true>(c, x, m, K, w, N, y, ldy, accumulate, na)
+                  : gemv_typed<w_f32, false, false>(c, x, m, K, w, N, y, ldy, accumulate, na);
     default: return tern_error(TERN_E_UNSUPPORTED, "cuda matmul: weight dtype %s", tern_dtype_name(wdt));
     }
 }
 
-extern "C" tern_status tern_cuda_gate_up(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K,
-                                         const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h)
+static tern_status gate_up_any(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_wg,
+                               const void *d_wu, tern_dtype wdt, int F, float *d_h, const float *nw, float eps)
 {
     if (K % 8 || M < 0) return tern_error(TERN_E_INVALID, "cuda gate_up: K=%d must be a multiple of 8", K);
     bool rnd = act == TERN_CUDA_ACT_BF16;
+    if (nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: the folded norm takes float32 activations");
+    norm_arg na = {nw, eps};
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
         const float *x = d_x + (long)m0 * K;
@@ -267,14 +373,35 @@ extern "C" tern_status tern_cuda_gate_up(tern_cuda *c, tern_cuda_act act, const 
         tern_status st;
         switch (wdt) {
         case TERN_DT_BF16:
-            st = rnd ? gate_up_typed<w_bf16, true>(c, x, m, K, d_wg, d_wu, F, h)
-                     : gate_up_typed<w_bf16, false>(c, x, m, K, d_wg, d_wu, F, h);
+            st = nw ? gate_up_typed<w_bf16, false, true>(c, x, m, K, d_wg, d_wu, F, h, na)
+                 : rnd ? gate_up_typed<w_bf16, true, false>(c, x, m, K, d_wg, d_wu, F, h, na)
+                       : gate_up_typed<w_bf16, false, false>(c, x, m, K, d_wg, d_wu, F, h, na);
             break;
-        case TERN_DT_F16: st = gate_up_typed<w_f16, false>(c, x, m, K, d_wg, d_wu, F, h); break;
-        case TERN_DT_F32: st = gate_up_typed<w_f32, false>(c, x, m, K, d_wg, d_wu, F, h); break;
+        case TERN_DT_F16:
+            st = nw ? gate_up_typed<w_f16, false, true>(c, x, m, K, d_wg, d_wu, F, h, na)
+                    : gate_up_typed<w_f16, false, false>(c, x, m, K, d_wg, d_wu, F, h, na);
+            break;
+        case TERN_DT_F32:
+            st = nw ? gate_up_typed<w_f32, false, true>(c, x, m, K, d_wg, d_wu, F, h, na)
+                    : gate_up_typed<w_f32, false, false>(c, x, m, K, d_wg, d_wu, F, h, na);
+            break;
         default: return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: weight dtype %s", tern_dtype_name(wdt));
         }
         if (st) return st;
     }
     return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_gate_up(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K,
+                                         const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h)
+{
+    return gate_up_any(c, act, d_x, M, K, d_wg, d_wu, wdt, F, d_h, NULL, 0.0f);
+}
+
+extern "C" tern_status tern_cuda_gate_up_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw,
+                                              float eps, const void *d_wg, const void *d_wu, tern_dtype wdt, int F,
+                                              float *d_h)
+{
+    if (!d_nw) return tern_error(TERN_E_INVALID, "cuda gate_up_norm: no norm weight");
+    return gate_up_any(c, TERN_CUDA_ACT_F32, d_x, M, K, d_wg, d_wu, wdt, F, d_h, d_nw, eps);
 }

@@ -5,23 +5,9 @@
  * the non-contracting intrinsics (__fmul_rn, __fadd_rn, ...) so that they
  * round the same way as there. Reductions (the RMS) have an order fixed by
  * the row width alone. */
-#include "backend/cuda/common.cuh"
+#include "backend/cuda/norm.cuh"
 
-enum { ROW_BLOCK = 1024, WARP_ROW_MAX = 1024, HEAD_MAX = 256 };
-
-/* Sum of squares of x[0..d) by one warp: lane l adds x[l], x[l+32], ... in
- * order, then the fixed butterfly. Used for d <= WARP_ROW_MAX. */
-__device__ __forceinline__ float warp_sumsq(const float *x, int d, int lane)
-{
-    float s = 0.0f;
-    for (int i = lane; i < d; i += 32) s = fmaf(x[i], x[i], s);
-    return warp_sum(s);
-}
-
-__device__ __forceinline__ float rms_inv(float ss, int d, float eps)
-{
-    return 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ss, (float)d), eps));
-}
+enum { ROW_BLOCK = RMS_VT, WARP_ROW_MAX = RMS_WARP_MAX, HEAD_MAX = NORM_HEAD_MAX };
 
 /* Wide rows: one block of ROW_BLOCK threads per row; thread t adds the
  * elements t, t+1024, ... in order, warps combine by butterfly, and thread 0
@@ -71,38 +57,6 @@ extern "C" tern_status tern_cuda_rmsnorm(tern_cuda *c, const float *d_x, float *
     return launch(c, "rmsnorm", rmsnorm_warp_kernel, dim3((n + 3) / 4), dim3(128), 0, d_x, d_y, n, d, d_w, wdt, eps);
 }
 
-/* Rotates v[0..half) against v[half..2*half) with the row cs of the table. */
-__device__ __forceinline__ void rope_pair(float *v, int i, int half, const float *cs)
-{
-    float a = v[i], b = v[i + half], co = cs[i], si = cs[half + i];
-    v[i] = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
-    v[i + half] = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
-}
-
-/* One head of one token by one warp: optional RMSNorm in shared memory b,
- * then rope with table row csrow (NULL: none), then the write back to v and,
- * when dst is set, to dst as well. */
-__device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, int head_dim, int rope_dim,
-                                               const void *w, tern_dtype wdt, float eps, const float *csrow, int lane)
-{
-    if (w) {
-        float inv = rms_inv(warp_sumsq(v, head_dim, lane), head_dim, eps);
-        for (int i = lane; i < head_dim; i += 32) b[i] = __fmul_rn(__fmul_rn(v[i], inv), weight_at(w, wdt, i));
-    } else {
-        for (int i = lane; i < head_dim; i += 32) b[i] = v[i];
-    }
-    __syncwarp();
-    if (csrow) {
-        int half = rope_dim / 2;
-        for (int i = lane; i < half; i += 32) rope_pair(b, i, half, csrow);
-        __syncwarp();
-    }
-    for (int i = lane; i < head_dim; i += 32) {
-        v[i] = b[i];
-        if (dst) dst[i] = b[i];
-    }
-}
-
 /* One warp per (token, head), four per block. */
 __global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, int head_dim, int rope_dim,
                                       const void *__restrict__ w, tern_dtype wdt, float eps,
@@ -131,20 +85,8 @@ __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK,
     int per = H + 2 * HK;
     int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (item >= n * per) return;
-    int t = item / per, h = item % per;
-    tern_cuda_attn_row r = rows[tok_row[t]];
-    long p = query_pos(r, t);
-    float *v = qkv + (long)t * ld + (long)h * head_dim;
-    const float *csrow = cs + p * rope_dim;
-    if (h < H) {
-        norm_rope_head(v, buf[threadIdx.x >> 5], NULL, head_dim, rope_dim, qw, wdt, eps, csrow, lane);
-    } else if (h < H + HK) {
-        float *dst = kv_at(r.k, r, h - H, p, head_dim);
-        norm_rope_head(v, buf[threadIdx.x >> 5], dst, head_dim, rope_dim, kw, wdt, eps, csrow, lane);
-    } else {
-        float *dst = kv_at(r.v, r, h - H - HK, p, head_dim);
-        for (int i = lane; i < head_dim; i += 32) dst[i] = v[i];
-    }
+    qkv_head(qkv, ld, item / per, item % per, H, HK, head_dim, rope_dim, qw, kw, wdt, eps, cs, rows, tok_row,
+             buf[threadIdx.x >> 5], lane);
 }
 
 extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
