@@ -10,9 +10,10 @@
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
 # bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
 # batchbench (tern bench --batch 1,8,32,64), benchcuda (build/bench_cuda),
-# benchab (tern bench decode with each of the decode-pass features turned off
-# in turn (TERN_CUDA_TRIGGER=1 turned on): TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all
-# three), prof (TERN_CUDA_PROF=1: device time per class of op, decode).
+# benchab (tern bench under each environment of the ;-separated list AB,
+# by default: defaults, then each decode-pass feature off in turn:
+# TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all three, defaults
+# again), prof (TERN_CUDA_PROF=1: device time per class of op, decode).
 # Logs of ops go to $OUT when set.
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
@@ -41,8 +42,9 @@ for ph in "$@"; do
     done ;;
   batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
   benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
-  benchab) for v in "" TERN_CUDA_TRIGGER=1 TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0 "TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0" ""; do
-      echo "--- ${v:-all on}"
+  benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
+    for v in "${vs[@]}"; do
+      echo "--- ${v:-defaults}"
       env $v TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
     done ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;

@@ -58,6 +58,7 @@ typedef struct {
     dev_layer *layers;      /* owned, n_layers */
     float *d_rope;          /* in arena: [n_rope, rope_dim] */
     float *final_nw;        /* in arena: the final norm weight as float32 [H] */
+    dbuf norm_tmp;          /* tern_cuda_norm_tmp_bytes(H) */
     int n_rope;             /* positions the table covers */
     /* per pass */
     void *h_stage;          /* owned pinned host staging, stage_cap bytes */
@@ -112,7 +113,7 @@ static tern_status graph_start(tern_model *m, const tern_pass *p)
     cuda_model *d = cm(m);
     d->gmode = G_EAGER;
     if (!d->graph_on || d->prof || p->T != d->nr || p->T > TERN_CUDA_GEMV_MAX_M) return TERN_OK;
-    const void *sig[GRAPH_SIG] = {m->exec->d_scratch, d->stage.d, d->part.d, d->count.d, d->bias.d, d->final_nw};
+    const void *sig[GRAPH_SIG] = {m->exec->d_scratch, d->stage.d, d->part.d, d->count.d, d->bias.d, d->norm_tmp.d};
     graph_slot *s = NULL;
     for (int i = 0; i < GRAPH_SLOTS && !s; i++) {
         graph_slot *g = &d->gs[i];
@@ -388,6 +389,7 @@ void tern_backend_cuda_unload(tern_model *m)
     tern_cuda_free(d->c, d->logits.d);
     tern_cuda_free(d->c, d->bias.d);
     tern_cuda_free(d->c, d->sum_tmp.d);
+    tern_cuda_free(d->c, d->norm_tmp.d);
     tern_cuda_free(d->c, d->sum_count.d);
     tern_cuda_free(d->c, d->sum_out.d);
     tern_cuda_host_free(d->c, d->h_sum);
@@ -464,7 +466,7 @@ tern_status tern_backend_cuda_load(tern_model *m)
             st = upload_f32(d, at, ws[k], c->hidden);
         }
     }
-    if (st) goto fail;
+    if (st || (st = dbuf_reserve(d->c, &d->norm_tmp, tern_cuda_norm_tmp_bytes(c->hidden), 0))) goto fail;
     const char *sm = getenv("TERN_CUDA_SUMMARY");
     m->bk = sm && !strcmp(sm, "0") ? &cuda_no_summary : &tern_backend_cuda;
     return tern_cuda_sync(d->c);
@@ -644,10 +646,11 @@ static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x
                              g);
 }
 
-/* The RMSNorms before the products are folded into them
+/* The RMSNorms before the q/k/v and gate/up products are folded into them
  * (tern_cuda_matmul_norm) in every pass, so a row's bits never depend on
  * the pass's shape; float32 activations only (TERN_CUDA_ACT=bf16 and
- * TERN_CUDA_FUSE=0 run the norm kernels). */
+ * TERN_CUDA_FUSE=0 run the norm kernels). The final norm stays a kernel:
+ * folded into the head's 151936-row product it cost more than it saved. */
 static int folded(const tern_model *m)
 {
     return cm(m)->fuse && act(m) == TERN_CUDA_ACT_F32;
@@ -662,7 +665,7 @@ static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M
     if (folded(m))
         return prof(cm(m), PROF_GATE_UP,
                     tern_cuda_gate_up_norm(cm(m)->c, x, M, c->hidden, cm(m)->layers[l].ffn_nw, c->rms_eps, w->gate.dev,
-                                           w->up.dev, w->gate.dt, w->gate.rows, g));
+                                           w->up.dev, w->gate.dt, w->gate.rows, g, cm(m)->norm_tmp.d));
     tern_status st = tern_cuda_rmsnorm(cm(m)->c, x, h, M, c->hidden, L->ffn_norm.dev, L->ffn_norm.dt, c->rms_eps);
     return prof(cm(m), PROF_GATE_UP, st ? st : cuda_gate_up(m, w, h, M, g, u));
 }
@@ -680,7 +683,7 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
     tern_status st;
     if (folded(m)) {
         st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
-                                   L->wq.dt, ld, qkv, ld);
+                                   L->wq.dt, ld, qkv, ld, d->norm_tmp.d);
     } else {
         st = tern_cuda_rmsnorm(d->c, x, h, p->T, c->hidden, L->attn_norm.dev, L->attn_norm.dt, c->rms_eps);
         if (!st)
@@ -739,22 +742,12 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
     int want_lm = logits || p->sum;
     if (st) {
         /* nothing more is queued */
-    } else if (folded(m)) {
-        /* The wanted rows (x itself for one token wanted), then the final
-         * norm folded into the head's product; the hidden states, when
-         * asked for, from the norm kernel beside it. */
-        const float *xr = x;
-        if (!(n == 1 && p->T == 1)) {
-            st = tern_cuda_embed(d->c, d->d_want, n, x, TERN_DT_F32, H, h);
-            xr = h;
-        }
-        if (!st && want_lm)
-            st = tern_cuda_matmul_norm(d->c, xr, n, H, d->final_nw, c->rms_eps, m->lm_head.dev, m->lm_head.dt, V,
-                                       d->logits.d, V);
-        if (!st && hidden) {
-            st = tern_cuda_rmsnorm(d->c, xr, h, n, H, m->final_norm.dev, m->final_norm.dt, c->rms_eps);
-            if (!st) st = tern_cuda_download_async(d->c, hidden, h, (size_t)n * H * sizeof(float));
-        }
+    } else if (n == 1 && p->T == 1) {
+        /* One token, one output: x itself is the wanted row (the same bits
+         * as its gathered copy). */
+        st = tern_cuda_rmsnorm(d->c, x, h, 1, H, m->final_norm.dev, m->final_norm.dt, c->rms_eps);
+        if (!st && hidden) st = tern_cuda_download_async(d->c, hidden, h, (size_t)H * sizeof(float));
+        if (!st && want_lm) st = mm(m, h, 1, &m->lm_head, d->logits.d, 0);
     } else {
         /* The gather of the wanted rows is an embedding lookup in x. */
         st = tern_cuda_embed(d->c, d->d_want, n, x, TERN_DT_F32, H, h);

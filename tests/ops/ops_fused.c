@@ -67,8 +67,9 @@ static void norm_case(int gate, tern_dtype wdt, int M, int K, int N)
     float *dx = ops_dev(x, (size_t)M * K * 4), *dnw = ops_dev(nw, (size_t)K * 4);
     void *dw = dev_of(w, (long)N * K, wdt), *du = dev_of(wu, (long)N * K, wdt);
     float *dy = ops_dev_zero((size_t)M * N * 4), *d1 = ops_dev_zero((size_t)N * 4);
-    int ok = gate ? ops_ok(tern_cuda_gate_up_norm(ops_cuda, dx, M, K, dnw, 1e-6f, dw, du, wdt, N, dy), name)
-                  : ops_ok(tern_cuda_matmul_norm(ops_cuda, dx, M, K, dnw, 1e-6f, dw, wdt, N, dy, N), name);
+    float *tmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(K));
+    int ok = gate ? ops_ok(tern_cuda_gate_up_norm(ops_cuda, dx, M, K, dnw, 1e-6f, dw, du, wdt, N, dy, tmp), name)
+                  : ops_ok(tern_cuda_matmul_norm(ops_cuda, dx, M, K, dnw, 1e-6f, dw, wdt, N, dy, N, tmp), name);
     if (ok) {
         ops_get(got, dy, (size_t)M * N * 4);
         float *wr = rounded(w, (long)N * K, wdt), *ur = rounded(wu, (long)N * K, wdt);
@@ -90,8 +91,8 @@ static void norm_case(int gate, tern_dtype wdt, int M, int K, int N)
         /* Row by row alone: the same bits. */
         int same = 1;
         for (int m = 0; m < M && same; m += (M > 8 ? 7 : 1)) {
-            ok = gate ? ops_ok(tern_cuda_gate_up_norm(ops_cuda, dx + (long)m * K, 1, K, dnw, 1e-6f, dw, du, wdt, N, d1), name)
-                      : ops_ok(tern_cuda_matmul_norm(ops_cuda, dx + (long)m * K, 1, K, dnw, 1e-6f, dw, wdt, N, d1, N), name);
+            ok = gate ? ops_ok(tern_cuda_gate_up_norm(ops_cuda, dx + (long)m * K, 1, K, dnw, 1e-6f, dw, du, wdt, N, d1, tmp), name)
+                      : ops_ok(tern_cuda_matmul_norm(ops_cuda, dx + (long)m * K, 1, K, dnw, 1e-6f, dw, wdt, N, d1, N, tmp), name);
             if (!ok) break;
             ops_get(one, d1, (size_t)N * 4);
             same = !memcmp(one, got + (long)m * N, (size_t)N * 4);
@@ -104,7 +105,7 @@ static void norm_case(int gate, tern_dtype wdt, int M, int K, int N)
         free(wr); free(ur); free(want); free(scale); free(wup); free(sup); free(wantf);
     }
     tern_cuda_free(ops_cuda, dx); tern_cuda_free(ops_cuda, dnw); tern_cuda_free(ops_cuda, dw); tern_cuda_free(ops_cuda, du);
-    tern_cuda_free(ops_cuda, dy); tern_cuda_free(ops_cuda, d1);
+    tern_cuda_free(ops_cuda, dy); tern_cuda_free(ops_cuda, d1); tern_cuda_free(ops_cuda, tmp);
     free(x); free(nw); free(w); free(wu); free(got); free(one);
 }
 

@@ -48,7 +48,7 @@ void ops_time(void)
         {"qkv (fused)", 4096, 6144}, {"o", 4096, 4096}, {"down", 12288, 4096}, {"lm_head", 4096, 151936}};
     static const int Ms[] = {1, 4, 16};
     float *x = dev_random(16L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(16L * 151936 * 4);
-    float *nwf = dev_random(4096, TERN_DT_F32, 40);
+    float *nwf = dev_random(4096, TERN_DT_F32, 40), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(12288));
     float ms;
     printf("%-22s %3s %10s %9s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s");
     for (int i = 0; i < 4; i++) {
@@ -63,7 +63,7 @@ void ops_time(void)
         }
         if (mm[i].K == 4096) {
             TIME_ROT(ms, nc, tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, w[i_ % nc], TERN_DT_BF16, mm[i].N,
-                                                   y, mm[i].N));
+                                                   y, mm[i].N, ntmp));
             printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));
         }
         for (int k = 0; k < nc; k++) tern_cuda_free(ops_cuda, w[k]);
@@ -82,7 +82,7 @@ void ops_time(void)
             printf("%-22s %3d %10.1f %9.0f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3));
         }
         TIME_ROT(ms, nc, tern_cuda_gate_up_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, wg[i_ % nc], wu[i_ % nc],
-                                                TERN_DT_BF16, 12288, y));
+                                                TERN_DT_BF16, 12288, y, ntmp));
         printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));
         for (int k = 0; k < nc; k++) {
             tern_cuda_free(ops_cuda, wg[k]);
@@ -98,6 +98,7 @@ void ops_time(void)
         tern_cuda_free(ops_cuda, tmp); tern_cuda_free(ops_cuda, cnt); tern_cuda_free(ops_cuda, out);
     }
     tern_cuda_free(ops_cuda, nwf);
+    tern_cuda_free(ops_cuda, ntmp);
     /* Decode attention: one row, 32 query heads over 8 kv heads of 128. */
     static const int lens[] = {512, 4096, 32768};
     printf("%-14s %6s %7s %9s\n", "attention", "len", "us", "GB/s");

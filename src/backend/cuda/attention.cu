@@ -30,24 +30,40 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
                                                                  int n_heads, int n_kv_heads, float scale,
                                                                  const float *__restrict__ q, long ldq,
                                                                  float *__restrict__ part, unsigned *counters,
-                                                                 float *__restrict__ out)
+                                                                 float *__restrict__ out, int trig)
 {
     extern __shared__ float smem[];
     __shared__ int is_last;
-    wait_prior_grid();
+    /* The rows (uploaded before the pass) and the keys and values of the
+     * positions before this pass (written by earlier passes) are read
+     * before waiting for the previous kernel; the new ones after. */
     int s = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
     tern_cuda_attn_row r = rows[tok_row[t]];
-    int vis = query_pos(r, t) + 1, j0 = s * S;
-    if (j0 >= vis) return;
+    int vis = query_pos(r, t) + 1, j0 = s * S, old = r.len - r.n_q;
+    if (j0 >= vis) {
+        wait_prior_grid();
+        return;
+    }
     int nk = vis - j0 < S ? vis - j0 : S;
     int G = n_heads / n_kv_heads, tid = threadIdx.x, lane = tid & 31;
     constexpr int KS = hd + 4;
     float *qs = smem, *ks = qs + G * hd, *vs = ks + S * KS, *ps = vs + S * hd;
     /* A split lies inside one KV block (block_tokens is a multiple of S). */
     const float *K = kv_at(r.k, r, kvh, j0, hd), *Vp = kv_at(r.v, r, kvh, j0, hd);
-    int n4 = nk * hd / 4;
+    int n4 = nk * hd / 4, n_old = old - j0 < 0 ? 0 : old - j0 < nk ? old - j0 : nk, o4 = n_old * hd / 4;
 #pragma unroll 4
-    for (int i = tid; i < n4; i += ATT_THREADS) {
+    for (int i = tid; i < o4; i += ATT_THREADS) {
+        float4 kk = __ldcg(reinterpret_cast<const float4 *>(K) + i);
+        float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
+        int j = i / (hd / 4), d = 4 * (i % (hd / 4));
+        *reinterpret_cast<float4 *>(ks + j * KS + d) = kk;
+        reinterpret_cast<float4 *>(vs)[i] = vv;
+    }
+    wait_prior_grid();
+#if __CUDA_ARCH__ >= 900
+    if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    for (int i = o4 + tid; i < n4; i += ATT_THREADS) {
         float4 kk = __ldcg(reinterpret_cast<const float4 *>(K) + i);
         float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
         int j = i / (hd / 4), d = 4 * (i % (hd / 4));
@@ -176,7 +192,7 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     int ns = splits_for(max_len);
     size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
     void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,
-                 unsigned *, float *) = head_dim == 16    ? attn_split_kernel<16>
+                 unsigned *, float *, int) = head_dim == 16    ? attn_split_kernel<16>
                                         : head_dim == 32  ? attn_split_kernel<32>
                                         : head_dim == 64  ? attn_split_kernel<64>
                                         : head_dim == 128 ? attn_split_kernel<128>
@@ -191,7 +207,7 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
         smem_set[ki] = smem;
     }
     return launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows, d_tok_row, ns,
-                  n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out);
+                  n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out, (c->trigger & 4) != 0);
 }
 
 __global__ void kv_write_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row,

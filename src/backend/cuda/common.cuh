@@ -19,7 +19,10 @@ struct tern_cuda {
     cudaEvent_t *prof;       /* TERN_CUDA_PROF events, made on first use */
     int n_prof;
     int pdl;                 /* launch with programmatic dependent launch */
-    int trigger;             /* matrix kernels let the next kernel launch once they run (TERN_CUDA_TRIGGER=1) */
+    int trigger;             /* TERN_CUDA_TRIGGER bits: matrix kernels (1), the qkv prologue (2) and attention
+                                (4) let the next kernel launch as soon as they run */
+    int prefetch;            /* TERN_CUDA_PREFETCH: bytes of its first weight rows each matrix warp prefetches
+                                into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
     char desc[320];
 };

@@ -155,13 +155,17 @@ tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const voi
  * 1 / sqrt(ss / K + eps) last, so it rounds differently from
  * tern_cuda_rmsnorm followed by tern_cuda_matmul (within float32 rounding of
  * it), the same way for every M. d_nw: the norm weight as float32 [K];
- * float32 activations. */
+ * float32 activations; d_tmp: tern_cuda_norm_tmp_bytes(K) of scratch. */
 tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw, float eps,
-                                  const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy);
+                                  const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy, float *d_tmp);
 /* h = silu(g) * u of g, u = rmsnorm(x) . wg^T, . wu^T, folded as
  * tern_cuda_matmul_norm. */
 tern_status tern_cuda_gate_up_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw, float eps,
-                                   const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h);
+                                   const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h,
+                                   float *d_tmp);
+/* Scratch of both (tiles of more than 4 rows stage x * nw and the row
+ * scales there, computed in the kernels' order, then multiply). */
+size_t tern_cuda_norm_tmp_bytes(int K);
 
 /* ---- attention ---------------------------------------------------------- */
 

@@ -35,7 +35,10 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->device = device;
     c->pdl = 1;
     const char *tg = getenv("TERN_CUDA_TRIGGER");
-    c->trigger = tg && !strcmp(tg, "1");
+    c->trigger = tg ? atoi(tg) : 0;
+    const char *pf = getenv("TERN_CUDA_PREFETCH");
+    c->prefetch = pf ? atoi(pf) : 0;
+    if (c->prefetch < 0) c->prefetch = 0;
     c->sms = p.multiProcessorCount;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));

@@ -129,13 +129,13 @@ __device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, con
 __device__ __forceinline__ void prefetch_row(const void *row, size_t bytes, int lane)
 {
 #if __CUDA_ARCH__ >= 900
-    if (lane == 0 && bytes >= 16 && bytes % 16 == 0 && ((uintptr_t)row & 15) == 0)
+    if (lane == 0 && bytes >= 16 && bytes % 16 == 0 && ((uintptr_t)row & 15) == 0 && bytes < (1u << 30))
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((unsigned)bytes) : "memory");
 #endif
 }
 
 /* Lets the next kernel launch now (its blocks take the room this one
- * leaves, prefetch and wait); TERN_CUDA_TRIGGER. */
+ * leaves, prefetch and wait); TERN_CUDA_TRIGGER bit 1. */
 __device__ __forceinline__ void trigger_next(int on)
 {
 #if __CUDA_ARCH__ >= 900
@@ -153,6 +153,8 @@ __device__ __forceinline__ void trigger_next(int on)
 struct norm_arg {
     const float *nw;   /* [K] float32, or NULL: no norm */
     float eps;
+    const float *rs;   /* without NORM: per-row scale of the outputs (norm_prep's inv), or NULL */
+    int pf;            /* bytes of each warp's first weight rows to prefetch into L2 (TERN_CUDA_PREFETCH) */
 };
 
 /* One warp per group of R consecutive output rows (R > 1 for several rows
@@ -167,7 +169,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
     int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
     int groups = (N + R - 1) / R;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
-    if (g0 < groups) prefetch_row((const char *)w + (size_t)g0 * R * row_bytes, (g0 * R + R <= N ? R : N - g0 * R) * row_bytes, lane);
+    if (na.pf && g0 < groups) {
+        size_t nb = (g0 * R + R <= N ? R : N - g0 * R) * row_bytes;
+        prefetch_row((const char *)w + (size_t)g0 * R * row_bytes, nb < (size_t)na.pf ? nb : (size_t)na.pf, lane);
+    }
     wait_prior_grid();
     trigger_next(trig);
     float inv[NORM ? M : 1];
@@ -195,7 +200,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
                 for (int m = 0; m < M; m++)
                     if (m < m_count) {
                         float *yp = y + (long)m * ldy + n;
-                        float v = NORM ? __fmul_rn(acc[r * M + m], inv[NORM ? m : 0]) : acc[r * M + m];
+                        float v = NORM      ? __fmul_rn(acc[r * M + m], inv[NORM ? m : 0])
+                                  : na.rs ? __fmul_rn(acc[r * M + m], na.rs[m])
+                                          : acc[r * M + m];
                         *yp = accumulate ? *yp + v : v;
                     }
             }
@@ -220,8 +227,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
     int groups = (F + C - 1) / C;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
     constexpr int U = GEMV_UNROLL / (2 * C) > 0 ? GEMV_UNROLL / (2 * C) : 1;
-    if (g0 < groups) {
+    if (na.pf && g0 < groups) {
         size_t nb = (g0 * C + C <= F ? C : F - g0 * C) * row_bytes;
+        nb = nb < (size_t)na.pf ? nb : (size_t)na.pf;
         prefetch_row((const char *)wg + (size_t)g0 * C * row_bytes, nb, lane);
         prefetch_row((const char *)wu + (size_t)g0 * C * row_bytes, nb, lane);
     }
@@ -255,6 +263,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
                         if (NORM) {
                             a = __fmul_rn(a, inv[NORM ? m : 0]);
                             b = __fmul_rn(b, inv[NORM ? m : 0]);
+                        } else if (na.rs) {
+                            a = __fmul_rn(a, na.rs[m]);
+                            b = __fmul_rn(b, na.rs[m]);
                         }
                         h[(long)m * F + n] = silu_mul_1(a, b);
                     }
@@ -314,35 +325,90 @@ template <typename WT, bool RND, bool NORM>
 static tern_status gemv_typed(tern_cuda *c, const float *x, int m, int K, const void *w, int N, float *y,
                               int ldy, int acc, norm_arg na)
 {
-    int G = (N + GEMV_R - 1) / GEMV_R, tg = c->trigger;
+    int G = (N + GEMV_R - 1) / GEMV_R, tg = c->trigger & 1;
+    na.pf = c->prefetch;
     if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1, NORM>, N, x, m, K, w, N, y, ldy, acc, na, tg);
     if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
     if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
-    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
-    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
+    if (NORM) return tern_error(TERN_E_INTERNAL, "cuda gemv: the in-kernel norm takes at most 4 rows");
+    if (m <= 8) return launch_wave(c, "gemv", gemv_kernel<WT, 8, RND, GEMV_R, false>, G, x, m, K, w, N, y, ldy, acc, na, tg);
+    return launch_wave(c, "gemv", gemv_kernel<WT, 16, RND, GEMV_R, false>, G, x, m, K, w, N, y, ldy, acc, na, tg);
 }
 
 template <typename WT, bool RND, bool NORM>
 static tern_status gate_up_typed(tern_cuda *c, const float *x, int m, int K, const void *wg, const void *wu,
                                  int F, float *h, norm_arg na)
 {
-    int N = F, tg = c->trigger;
+    int N = F, tg = c->trigger & 1;
+    na.pf = c->prefetch;
     constexpr int C = GEMV_R / 2 > 0 ? GEMV_R / 2 : 1;
     int G = (N + C - 1) / C;
     if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1, NORM>, N, x, m, K, wg, wu, F, h, na, tg);
     if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
     if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
-    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
-    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
+    if (NORM) return tern_error(TERN_E_INTERNAL, "cuda gate_up: the in-kernel norm takes at most 4 rows");
+    if (m <= 8) return launch_wave(c, "gate_up", gate_up_kernel<WT, 8, RND, C, false>, G, x, m, K, wg, wu, F, h, na, tg);
+    return launch_wave(c, "gate_up", gate_up_kernel<WT, 16, RND, C, false>, G, x, m, K, wg, wu, F, h, na, tg);
+}
+
+/* The folded norm's inputs for a tile of more than NORM_IN_KERNEL rows,
+ * by one warp per row: hx = x * nw and inv = 1 / rms(x) with exactly the
+ * per-lane order and rounding the NORM kernels use for weights of P
+ * elements per 16 bytes (so the tile's products give the same bits). */
+enum { NORM_IN_KERNEL = 4 };
+template <int P>
+__global__ void norm_prep_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw, float eps,
+                                 float *__restrict__ hx, float *__restrict__ inv)
+{
+    wait_prior_grid();
+    int m = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (m >= M) return;
+    const float *xr = x + (long)m * K;
+    float *hr = hx + (long)m * K;
+    float ss = 0.0f;
+    for (int ch = lane; ch < K / P; ch += 32) {
+#pragma unroll
+        for (int e = 0; e < P; e++) {
+            float v = xr[ch * P + e];
+            ss = fmaf(v, v, ss);
+            hr[ch * P + e] = __fmul_rn(v, nw[ch * P + e]);
+        }
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) inv[m] = rms_inv(ss, K, eps);
+}
+
+static tern_status norm_prep(tern_cuda *c, tern_dtype wdt, const float *x, int m, int K, const float *nw, float eps,
+                             float *hx, float *inv)
+{
+    dim3 grid((m + 3) / 4), block(128);
+    if (wdt == TERN_DT_F32) return launch(c, "norm_prep", norm_prep_kernel<4>, grid, block, 0, x, m, K, nw, eps, hx, inv);
+    return launch(c, "norm_prep", norm_prep_kernel<8>, grid, block, 0, x, m, K, nw, eps, hx, inv);
+}
+
+extern "C" size_t tern_cuda_norm_tmp_bytes(int K)
+{
+    return ((size_t)TERN_CUDA_GEMV_MAX_M * K + TERN_CUDA_GEMV_MAX_M) * sizeof(float);
 }
 
 /* One launch over at most 16 rows (internal; matmul.cu tiles larger M).
- * nw: the input's RMSNorm weight (float32) folded in, or NULL. */
+ * nw: the input's RMSNorm weight (float32) folded in, or NULL; tmp:
+ * tern_cuda_norm_tmp_bytes of scratch for tiles of more than 4 rows. */
 tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x, int m, int K, const void *w,
-                                tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps)
+                                tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps,
+                                float *tmp)
 {
     bool rnd = act == TERN_CUDA_ACT_BF16;
-    norm_arg na = {nw, eps};
+    norm_arg na = {nw, eps, NULL, 0};
+    if (nw && m > NORM_IN_KERNEL) {
+        if (!tmp) return tern_error(TERN_E_INVALID, "cuda matmul_norm: no scratch");
+        float *hx = tmp, *inv = tmp + (size_t)TERN_CUDA_GEMV_MAX_M * K;
+        tern_status st = norm_prep(c, wdt, x, m, K, nw, eps, hx, inv);
+        if (st) return st;
+        x = hx;
+        nw = NULL;
+        na = (norm_arg){NULL, eps, inv, 0};
+    }
     if (nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda matmul: the folded norm takes float32 activations");
     switch (wdt) {
     case TERN_DT_BF16:
@@ -360,17 +426,26 @@ tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x,
 }
 
 static tern_status gate_up_any(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_wg,
-                               const void *d_wu, tern_dtype wdt, int F, float *d_h, const float *nw, float eps)
+                               const void *d_wu, tern_dtype wdt, int F, float *d_h, const float *d_nw, float eps,
+                               float *tmp)
 {
     if (K % 8 || M < 0) return tern_error(TERN_E_INVALID, "cuda gate_up: K=%d must be a multiple of 8", K);
     bool rnd = act == TERN_CUDA_ACT_BF16;
-    if (nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: the folded norm takes float32 activations");
-    norm_arg na = {nw, eps};
+    if (d_nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: the folded norm takes float32 activations");
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
-        const float *x = d_x + (long)m0 * K;
+        const float *x = d_x + (long)m0 * K, *nw = d_nw;
         float *h = d_h + (long)m0 * F;
+        norm_arg na = {nw, eps, NULL, 0};
         tern_status st;
+        if (nw && m > NORM_IN_KERNEL) {
+            if (!tmp) return tern_error(TERN_E_INVALID, "cuda gate_up_norm: no scratch");
+            float *hx = tmp, *inv = tmp + (size_t)TERN_CUDA_GEMV_MAX_M * K;
+            if ((st = norm_prep(c, wdt, x, m, K, nw, eps, hx, inv))) return st;
+            x = hx;
+            nw = NULL;
+            na = (norm_arg){NULL, eps, inv, 0};
+        }
         switch (wdt) {
         case TERN_DT_BF16:
             st = nw ? gate_up_typed<w_bf16, false, true>(c, x, m, K, d_wg, d_wu, F, h, na)
@@ -395,13 +470,13 @@ static tern_status gate_up_any(tern_cuda *c, tern_cuda_act act, const float *d_x
 extern "C" tern_status tern_cuda_gate_up(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K,
                                          const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h)
 {
-    return gate_up_any(c, act, d_x, M, K, d_wg, d_wu, wdt, F, d_h, NULL, 0.0f);
+    return gate_up_any(c, act, d_x, M, K, d_wg, d_wu, wdt, F, d_h, NULL, 0.0f, NULL);
 }
 
 extern "C" tern_status tern_cuda_gate_up_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw,
                                               float eps, const void *d_wg, const void *d_wu, tern_dtype wdt, int F,
-                                              float *d_h)
+                                              float *d_h, float *d_tmp)
 {
     if (!d_nw) return tern_error(TERN_E_INVALID, "cuda gate_up_norm: no norm weight");
-    return gate_up_any(c, TERN_CUDA_ACT_F32, d_x, M, K, d_wg, d_wu, wdt, F, d_h, d_nw, eps);
+    return gate_up_any(c, TERN_CUDA_ACT_F32, d_x, M, K, d_wg, d_wu, wdt, F, d_h, d_nw, eps, d_tmp);
 }

@@ -4,7 +4,8 @@
 #include "backend/cuda/common.cuh"
 
 tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x, int m, int K, const void *w,
-                                tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps);
+                                tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps,
+                                float *tmp);
 
 static bool use_cublas(tern_cuda_mm_path path, int M, tern_dtype wdt)
 {
@@ -66,14 +67,14 @@ extern "C" tern_status tern_cuda_matmul(tern_cuda *c, tern_cuda_act act, tern_cu
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
         tern_status st = tern_cuda_gemv_tile(c, act, d_x + (long)m0 * K, m, K, d_w, wdt, N, d_y + (long)m0 * ldy, ldy,
-                                             accumulate, NULL, 0.0f);
+                                             accumulate, NULL, 0.0f, NULL);
         if (st) return st;
     }
     return TERN_OK;
 }
 
 extern "C" tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw, float eps,
-                                             const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy)
+                                             const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy, float *d_tmp)
 {
     if (K % 8 || M < 0 || N <= 0 || ldy < N || !d_nw)
         return tern_error(TERN_E_INVALID, "cuda matmul_norm: bad shape M=%d K=%d N=%d ldy=%d (K must be a multiple of 8)",
@@ -81,7 +82,7 @@ extern "C" tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
         tern_status st = tern_cuda_gemv_tile(c, TERN_CUDA_ACT_F32, d_x + (long)m0 * K, m, K, d_w, wdt, N,
-                                             d_y + (long)m0 * ldy, ldy, 0, d_nw, eps);
+                                             d_y + (long)m0 * ldy, ldy, 0, d_nw, eps, d_tmp);
         if (st) return st;
     }
     return TERN_OK;

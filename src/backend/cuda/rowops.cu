@@ -78,10 +78,14 @@ __global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, in
 __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK, int head_dim, int rope_dim,
                                       const void *__restrict__ qw, const void *__restrict__ kw, tern_dtype wdt,
                                       float eps, const float *__restrict__ cs,
-                                      const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row)
+                                      const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row,
+                                      int trig)
 {
     __shared__ float buf[4][HEAD_MAX];
     wait_prior_grid();
+#if __CUDA_ARCH__ >= 900
+    if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     int per = H + 2 * HK;
     int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (item >= n * per) return;
@@ -100,7 +104,8 @@ extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long
     if (n <= 0) return TERN_OK;
     long items = (long)n * (n_heads + 2 * n_kv_heads);
     return launch(c, "qkv_rope_store", qkv_rope_store_kernel, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_qkv,
-                  ld, n, n_heads, n_kv_heads, head_dim, rope_dim, d_qnorm, d_knorm, wdt, eps, d_cs, d_rows, d_tok_row);
+                  ld, n, n_heads, n_kv_heads, head_dim, rope_dim, d_qnorm, d_knorm, wdt, eps, d_cs, d_rows, d_tok_row,
+                  (c->trigger & 2) != 0);
 }
 
 extern "C" tern_status tern_cuda_head_norm_rope(tern_cuda *c, float *d_x, long ldx, int n, int n_heads, int head_dim,
