@@ -154,7 +154,7 @@ static int forward(model *m, int T)
         TRY(tern_cuda_qkv_rope_store(c, m->qkv, QKV, T, H, HK, HD, HD, l->q_norm, l->k_norm, TERN_DT_BF16, 1e-6f, m->cs,
                                      m->rows + i, m->tok_row));
         TRY(tern_cuda_attention(c, m->rows + i, m->tok_row, T, CAP, H, HK, HD, 1.0f / sqrtf((float)HD), m->qkv, QKV,
-                                m->att, m->part, m->count));
+                                m->att, m->part, m->count, NULL));
         TRY(tern_cuda_matmul(c, act, m->path, m->att, T, H * HD, l->wo, TERN_DT_BF16, D, m->x, D, 1, m->tmp));
         TRY(tern_cuda_rmsnorm(c, m->x, m->xn, T, D, l->ffn_norm, TERN_DT_BF16, 1e-6f));
         if (m->path == TERN_CUDA_MM_CUBLAS && T > TERN_CUDA_GEMV_MAX_M) {

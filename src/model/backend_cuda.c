@@ -24,6 +24,7 @@
 #include "core/exec.h"
 #include "model/backend.h"
 
+enum { FOLD_GATE_UP = 1, FOLD_QKV = 2 };
 enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_O, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_SUMMARY, PROF_COPY,
        PROF_CLASSES };
 static const char *const prof_names[PROF_CLASSES] = {"embed", "qkv+norm+rope+store", "attention", "o (+residual)",
@@ -75,7 +76,8 @@ typedef struct {
      * copy-out), printed at unload, for decode passes (one token a row) and
      * the others. */
     int act_bf16;           /* TERN_CUDA_ACT=bf16 */
-    int fuse;               /* the norms folded into the products (TERN_CUDA_FUSE=0: norm kernels) */
+    int attn_fuse;          /* TERN_CUDA_ATTN_FUSE (default 1), see attn_fused */
+    int fuse;               /* which norms are folded into the products (TERN_CUDA_FUSE bits, see load) */
     /* TERN_CUDA_PROF=1: an event after each op of a decode pass, the time
      * between events summed per class of op, printed at unload. */
     /* Decode passes (one token a row) as CUDA graphs keyed by shape: the
@@ -414,7 +416,13 @@ tern_status tern_backend_cuda_load(tern_model *m)
     const char *a = getenv("TERN_CUDA_ACT");
     d->act_bf16 = a && !strcmp(a, "bf16");
     const char *fz = getenv("TERN_CUDA_FUSE");
-    d->fuse = !fz || strcmp(fz, "0");
+    /* Bits: 1 the gate/up products (each warp's x loads serve two weight
+     * rows: folded, 50 us against 55 + 4 for the norm kernel at the
+     * Qwen3-8B shape), 2 the q/k/v product (one row per warp: the norm
+     * weight's loads cost more than the kernel saved, 19 against 14 + 4). */
+    d->fuse = fz ? atoi(fz) : FOLD_GATE_UP;
+    const char *af = getenv("TERN_CUDA_ATTN_FUSE");
+    d->attn_fuse = !af || strcmp(af, "0");
     d->prof = getenv("TERN_CUDA_PROF") != NULL;
     const char *gr = getenv("TERN_CUDA_GRAPH");
     d->graph_on = !gr || strcmp(gr, "0");
@@ -651,9 +659,9 @@ static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x
  * the pass's shape; float32 activations only (TERN_CUDA_ACT=bf16 and
  * TERN_CUDA_FUSE=0 run the norm kernels). The final norm stays a kernel:
  * folded into the head's 151936-row product it cost more than it saved. */
-static int folded(const tern_model *m)
+static int folded(const tern_model *m, int which)
 {
-    return cm(m)->fuse && act(m) == TERN_CUDA_ACT_F32;
+    return (cm(m)->fuse & which) && act(m) == TERN_CUDA_ACT_F32;
 }
 
 static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M, float *h, float *g, float *u)
@@ -662,12 +670,20 @@ static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M
     const tern_model_config *c = &m->cfg;
     const tern_layer *L = &m->layers[l];
     const tern_mlp *w = &L->mlp;
-    if (folded(m))
+    if (folded(m, FOLD_GATE_UP))
         return prof(cm(m), PROF_GATE_UP,
                     tern_cuda_gate_up_norm(cm(m)->c, x, M, c->hidden, cm(m)->layers[l].ffn_nw, c->rms_eps, w->gate.dev,
                                            w->up.dev, w->gate.dt, w->gate.rows, g, cm(m)->norm_tmp.d));
     tern_status st = tern_cuda_rmsnorm(cm(m)->c, x, h, M, c->hidden, L->ffn_norm.dev, L->ffn_norm.dt, c->rms_eps);
     return prof(cm(m), PROF_GATE_UP, st ? st : cuda_gate_up(m, w, h, M, g, u));
+}
+
+/* Passes of one new token per row (decode) run the attention prologue
+ * inside the attention kernel (the same arithmetic, one kernel less a
+ * layer); TERN_CUDA_ATTN_FUSE=0 keeps it separate. */
+static int attn_fused(const tern_model *m, const tern_pass *p)
+{
+    return cm(m)->attn_fuse && p->T == cm(m)->nr;
 }
 
 /* qkv is token-major: per token its q heads, k heads, v heads. */
@@ -681,7 +697,7 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
     const void *qn = c->qk_norm ? L->q_norm.dev : NULL, *kn = c->qk_norm ? L->k_norm.dev : NULL;
     tern_dtype qkdt = c->qk_norm ? L->q_norm.dt : TERN_DT_F32;
     tern_status st;
-    if (folded(m)) {
+    if (folded(m, FOLD_QKV)) {
         st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
                                    L->wq.dt, ld, qkv, ld, d->norm_tmp.d);
     } else {
@@ -698,6 +714,9 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
             (st = tern_cuda_add(d->c, qkv, d->bias.d, (long)p->T * ld)))
             return st;
     }
+    /* Decode passes leave the norms, rope and KV store to the attention
+     * kernel (attn_fused). */
+    if (attn_fused(m, p)) return prof(d, PROF_QKV, TERN_OK);
     return prof(d, PROF_QKV,
                 tern_cuda_qkv_rope_store(d->c, qkv, ld, p->T, c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, qn,
                                          kn, qkdt, c->rms_eps, d->d_rope, d->d_rows + (size_t)l * d->nr, d->d_tok_row));
@@ -708,10 +727,14 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
     if (REPLAYING(m)) return TERN_OK;
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
+    const tern_layer *L = &m->layers[l];
     int hd = c->head_dim, ld = (c->n_heads + 2 * c->n_kv_heads) * hd;
+    tern_cuda_attn_prologue pro = {c->qk_norm ? L->q_norm.dev : NULL, c->qk_norm ? L->k_norm.dev : NULL,
+                                   c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, c->rope_dim, d->d_rope};
     return prof(d, PROF_ATTN,
                 tern_cuda_attention(d->c, d->d_rows + (size_t)l * d->nr, d->d_tok_row, p->T, d->max_len, c->n_heads,
-                                    c->n_kv_heads, hd, 1.0f / sqrtf((float)hd), qkv, ld, out, d->part.d, d->count.d));
+                                    c->n_kv_heads, hd, 1.0f / sqrtf((float)hd), qkv, ld, out, d->part.d, d->count.d,
+                                    attn_fused(m, p) ? &pro : NULL));
 }
 
 /* Copies back the logits rows that need says (all when need is NULL), in

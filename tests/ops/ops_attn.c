@@ -58,7 +58,7 @@ static int gpu_attention(attn_setup *a, const tern_cuda_attn_row *rows, int n, c
     float *dout = ops_dev_zero((size_t)total * a->H * a->hd * 4);
     float scale = 1.0f / sqrtf((float)a->hd);
     int ok = ops_ok(tern_cuda_attention(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale, dq,
-                                        (long)a->H * a->hd, dout, dpart, dcount),
+                                        (long)a->H * a->hd, dout, dpart, dcount, NULL),
                     "attention");
     if (ok) ops_get(out, dout, (size_t)total * a->H * a->hd * 4);
     tern_cuda_free(ops_cuda, drows); tern_cuda_free(ops_cuda, dtok);

@@ -157,6 +157,73 @@ static void summary_case(int V, float scale)
     free(lg); free(lp);
 }
 
+/* Decode attention with its prologue inside (three rows of one new token,
+ * at positions 32, 63 and 99) against tern_cuda_qkv_rope_store followed by
+ * the plain attention: outputs and caches bit-identical. */
+static void attn_prologue_case(int H, int HK, int hd, int qk_norm)
+{
+    enum { NR = 3, CAP = 128 };
+    char name[120];
+    snprintf(name, sizeof name, "attention+prologue H=%d HK=%d hd=%d%s", H, HK, hd, qk_norm ? " qk-norm" : "");
+    int lens[NR] = {33, 64, 100}, tok[NR] = {0, 1, 2};
+    long ld = (long)(H + 2 * HK) * hd, hs = (long)CAP * hd, cache = 2L * HK * hs;
+    float *qkv = malloc((size_t)NR * ld * 4), *kv = malloc((size_t)cache * 4), *cs = malloc((size_t)CAP * hd * 4);
+    float *qn = malloc((size_t)hd * 4), *kn = malloc((size_t)hd * 4), *inv = malloc((size_t)hd / 2 * 4);
+    int *all = malloc(CAP * sizeof *all);
+    ops_fill(qkv, NR * ld, 301u, 2.0f);
+    ops_fill(kv, cache, 302u, 1.0f);
+    ops_fill(qn, hd, 303u, 1.5f);
+    ops_fill(kn, hd, 304u, 1.5f);
+    for (int i = 0; i < hd / 2; i++) inv[i] = powf(10000.0f, -2.0f * i / hd);
+    for (int p = 0; p < CAP; p++) all[p] = p;
+    tern_cpu_rope_table(CAP, hd, all, inv, 1.0f, cs);
+    float *dcs = ops_dev(cs, (size_t)CAP * hd * 4);
+    void *dqn = dev_of(qn, hd, TERN_DT_BF16), *dkn = dev_of(kn, hd, TERN_DT_BF16);
+    int *dtok = ops_dev(tok, sizeof tok);
+    float *dq[2], *dc[2][NR], *dout[2];
+    tern_cuda_attn_row *drows[2];
+    void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(NR, 128, H, hd));
+    unsigned *cnt = ops_dev_zero(tern_cuda_attention_count_bytes(NR, HK));
+    for (int v = 0; v < 2; v++) {
+        tern_cuda_attn_row rows[NR];
+        dq[v] = ops_dev(qkv, (size_t)NR * ld * 4);
+        dout[v] = ops_dev_zero((size_t)NR * H * hd * 4);
+        for (int r = 0; r < NR; r++) {
+            dc[v][r] = ops_dev(kv, (size_t)cache * 4);
+            rows[r] = (tern_cuda_attn_row){dc[v][r], dc[v][r] + HK * hs, NULL, 0, hs, 0, lens[r], 1, r};
+        }
+        drows[v] = ops_dev(rows, sizeof rows);
+    }
+    const void *q1 = qk_norm ? dqn : NULL, *k1 = qk_norm ? dkn : NULL;
+    tern_cuda_attn_prologue pro = {q1, k1, TERN_DT_BF16, 1e-6f, hd, dcs};
+    float scale = 1.0f / sqrtf((float)hd);
+    int ok = ops_ok(tern_cuda_qkv_rope_store(ops_cuda, dq[0], ld, NR, H, HK, hd, hd, q1, k1, TERN_DT_BF16, 1e-6f, dcs,
+                                             drows[0], dtok), name) &&
+             ops_ok(tern_cuda_attention(ops_cuda, drows[0], dtok, NR, 128, H, HK, hd, scale, dq[0], ld, dout[0], part, cnt,
+                                        NULL), name) &&
+             ops_ok(tern_cuda_attention(ops_cuda, drows[1], dtok, NR, 128, H, HK, hd, scale, dq[1], ld, dout[1], part, cnt,
+                                        &pro), name);
+    if (ok) {
+        long n = (long)NR * H * hd + NR * cache;
+        float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *dst[2] = {a, b};
+        for (int v = 0; v < 2; v++) {
+            ops_get(dst[v], dout[v], (size_t)NR * H * hd * 4);
+            for (int r = 0; r < NR; r++) ops_get(dst[v] + (long)NR * H * hd + r * cache, dc[v][r], (size_t)cache * 4);
+        }
+        char n2[200];
+        snprintf(n2, sizeof n2, "%s == qkv_rope_store, attention", name);
+        ops_same(n2, a, b, n);
+        free(a); free(b);
+    }
+    for (int v = 0; v < 2; v++) {
+        tern_cuda_free(ops_cuda, dq[v]); tern_cuda_free(ops_cuda, dout[v]); tern_cuda_free(ops_cuda, drows[v]);
+        for (int r = 0; r < NR; r++) tern_cuda_free(ops_cuda, dc[v][r]);
+    }
+    tern_cuda_free(ops_cuda, dcs); tern_cuda_free(ops_cuda, dqn); tern_cuda_free(ops_cuda, dkn);
+    tern_cuda_free(ops_cuda, dtok); tern_cuda_free(ops_cuda, part); tern_cuda_free(ops_cuda, cnt);
+    free(qkv); free(kv); free(cs); free(qn); free(kn); free(inv); free(all);
+}
+
 void ops_fused(void)
 {
     static const tern_dtype dts[] = {TERN_DT_BF16, TERN_DT_F16, TERN_DT_F32};
@@ -169,6 +236,10 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 5, 4096, 1000);
     norm_case(1, TERN_DT_BF16, 2, 4096, 700);
     norm_case(0, TERN_DT_BF16, 20, 1032, 77);
+    attn_prologue_case(32, 8, 128, 1);
+    attn_prologue_case(8, 2, 64, 0);
+    attn_prologue_case(4, 4, 16, 1);
+    attn_prologue_case(16, 2, 256, 1);
     summary_case(151936, 8.0f);
     summary_case(1000, 3.0f);
     summary_case(4096, 1e-3f);

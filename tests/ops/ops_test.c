@@ -120,9 +120,10 @@ static void ops_refusals(void)
     refuse("refuses matmul on I32 weights", tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, d, 1, 16, d,
                                                               TERN_DT_I32, 4, d, 4, 0, NULL), TERN_E_UNSUPPORTED);
     refuse("refuses attention head_dim 96", tern_cuda_attention(ops_cuda, NULL, NULL, 1, 64, 8, 2, 96, 1.0f, d, 768, d,
-                                                                d, NULL), TERN_E_UNSUPPORTED);
+                                                                d, NULL, NULL), TERN_E_UNSUPPORTED);
     refuse("refuses attention 10 heads per kv head", tern_cuda_attention(ops_cuda, NULL, NULL, 1, 64, 40, 4, 128, 1.0f,
-                                                                         d, 5120, d, d, NULL), TERN_E_UNSUPPORTED);
+                                                                         d, 5120, d, d, NULL, NULL),
+           TERN_E_UNSUPPORTED);
     refuse("refuses rope head_dim 512", tern_cuda_rope(ops_cuda, d, 512, 1, 1, 512, 512, d, NULL), TERN_E_UNSUPPORTED);
     void *huge = NULL;
     refuse("refuses a 1 PiB allocation", tern_cuda_alloc(ops_cuda, (size_t)1 << 50, &huge), TERN_E_NOMEM);

@@ -113,7 +113,7 @@ void ops_time(void)
         int *dtok = ops_dev(&zero, sizeof zero);
         void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(1, len, 32, 128));
         unsigned *count = ops_dev_zero(tern_cuda_attention_count_bytes(1, 8));
-        TIME_IT(ms, tern_cuda_attention(ops_cuda, drow, dtok, 1, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part, count));
+        TIME_IT(ms, tern_cuda_attention(ops_cuda, drow, dtok, 1, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part, count, NULL));
         tern_cuda_free(ops_cuda, count);
         printf("%-14s %6d %7.1f %9.0f\n", "decode", len, ms * 1e3, 2.0 * 8 * hs * 4 / 1e9 / (ms / 1e3));
         tern_cuda_free(ops_cuda, k); tern_cuda_free(ops_cuda, v); tern_cuda_free(ops_cuda, q);

@@ -12,7 +12,7 @@
  * l likewise, out = o / l. Nothing depends on other queries, other rows or
  * the launch size, so prefill and decode of the same position agree bit for
  * bit. */
-#include "backend/cuda/common.cuh"
+#include "backend/cuda/norm.cuh"
 
 enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, S = TERN_CUDA_ATTN_SPLIT };
 
@@ -30,7 +30,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
                                                                  int n_heads, int n_kv_heads, float scale,
                                                                  const float *__restrict__ q, long ldq,
                                                                  float *__restrict__ part, unsigned *counters,
-                                                                 float *__restrict__ out, int trig)
+                                                                 float *__restrict__ out, int trig,
+                                                                 tern_cuda_attn_prologue pro, int fuse)
 {
     extern __shared__ float smem[];
     __shared__ int is_last;
@@ -63,14 +64,42 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
 #if __CUDA_ARCH__ >= 900
     if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-    for (int i = o4 + tid; i < n4; i += ATT_THREADS) {
-        float4 kk = __ldcg(reinterpret_cast<const float4 *>(K) + i);
-        float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
-        int j = i / (hd / 4), d = 4 * (i % (hd / 4));
-        *reinterpret_cast<float4 *>(ks + j * KS + d) = kk;
-        reinterpret_cast<float4 *>(vs)[i] = vv;
+    if (fuse) {
+        /* Decode: this token's q heads normed and roped into qs; the split
+         * holding its position forms the new key and value (stored in the
+         * cache, and in ks / vs). */
+        const float *qkv = q + (long)t * ldq, *csrow = pro.d_cs + (long)(vis - 1) * pro.rope_dim;
+        int w = tid >> 5;
+        for (int g = w; g < G; g += ATT_THREADS / 32)
+            norm_rope_into(qkv + (long)(kvh * G + g) * hd, qs + g * hd, hd, pro.rope_dim, pro.d_qnorm, pro.wdt, pro.eps,
+                           csrow, lane);
+        if (n_old < nk) {
+            int j = nk - 1;
+            if (w == 0) {
+                norm_rope_into(qkv + (long)(n_heads + kvh) * hd, ks + j * KS, hd, pro.rope_dim, pro.d_knorm, pro.wdt,
+                               pro.eps, csrow, lane);
+                float *dst = kv_at(r.k, r, kvh, vis - 1, hd);
+                for (int i = lane; i < hd; i += 32) dst[i] = ks[j * KS + i];
+            } else if (w == 1) {
+                const float *vr = qkv + (long)(n_heads + n_kv_heads + kvh) * hd;
+                float *dst = kv_at(r.v, r, kvh, vis - 1, hd);
+                for (int i = lane; i < hd; i += 32) {
+                    float v = __ldcg(vr + i);
+                    vs[j * hd + i] = v;
+                    dst[i] = v;
+                }
+            }
+        }
+    } else {
+        for (int i = o4 + tid; i < n4; i += ATT_THREADS) {
+            float4 kk = __ldcg(reinterpret_cast<const float4 *>(K) + i);
+            float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
+            int j = i / (hd / 4), d = 4 * (i % (hd / 4));
+            *reinterpret_cast<float4 *>(ks + j * KS + d) = kk;
+            reinterpret_cast<float4 *>(vs)[i] = vv;
+        }
+        for (int i = tid; i < G * hd; i += ATT_THREADS) qs[i] = q[(long)t * ldq + (long)kvh * G * hd + i];
     }
-    for (int i = tid; i < G * hd; i += ATT_THREADS) qs[i] = q[(long)t * ldq + (long)kvh * G * hd + i];
     __syncthreads();
     float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
     long gstride = (long)max_splits * (hd + 2);
@@ -179,8 +208,11 @@ extern "C" size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads)
 extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                            int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
                                            float scale, const float *d_q, long ldq, float *d_out, void *d_part,
-                                           unsigned *d_count)
+                                           unsigned *d_count, const tern_cuda_attn_prologue *pro)
 {
+    if (pro && (pro->rope_dim > head_dim || pro->rope_dim % 2 || !pro->d_cs))
+        return tern_error(TERN_E_UNSUPPORTED, "cuda attention: rope_dim %d over head_dim %d", pro->rope_dim, head_dim);
+    tern_cuda_attn_prologue none = {};
     if (n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > ATT_MAX_GROUP ||
         (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256))
         return tern_error(TERN_E_UNSUPPORTED,
@@ -192,7 +224,7 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     int ns = splits_for(max_len);
     size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
     void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,
-                 unsigned *, float *, int) = head_dim == 16    ? attn_split_kernel<16>
+                 unsigned *, float *, int, tern_cuda_attn_prologue, int) = head_dim == 16    ? attn_split_kernel<16>
                                         : head_dim == 32  ? attn_split_kernel<32>
                                         : head_dim == 64  ? attn_split_kernel<64>
                                         : head_dim == 128 ? attn_split_kernel<128>
@@ -207,7 +239,8 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
         smem_set[ki] = smem;
     }
     return launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows, d_tok_row, ns,
-                  n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out, (c->trigger & 4) != 0);
+                  n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out, (c->trigger & 4) != 0,
+                  pro ? *pro : none, pro != NULL);
 }
 
 __global__ void kv_write_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row,

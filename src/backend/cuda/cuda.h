@@ -218,10 +218,23 @@ tern_status tern_cuda_kv_write(tern_cuda *c, const tern_cuda_attn_row *d_rows, c
  * call (each call leaves them at zero; a buffer sized for the largest
  * total_q serves every call). */
 enum { TERN_CUDA_ATTN_SPLIT = 32 };
+/* The attention prologue done inside the attention kernel, for calls where
+ * every row has one new token (decode): d_q is then the fused qkv row of
+ * tern_cuda_qkv_rope_store (q heads, k heads, v heads, unnormalised), and
+ * each block applies that prologue's q/k norm and rope to what it reads and
+ * stores the new key and value (the same bits as running
+ * tern_cuda_qkv_rope_store first). */
+typedef struct {
+    const void *d_qnorm, *d_knorm;   /* NULL: no q/k norm */
+    tern_dtype wdt;
+    float eps;
+    int rope_dim;
+    const float *d_cs;               /* rope table as tern_cuda_rope's */
+} tern_cuda_attn_prologue;
 tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                 int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
                                 float scale, const float *d_q, long ldq, float *d_out, void *d_part,
-                                unsigned *d_count);
+                                unsigned *d_count, const tern_cuda_attn_prologue *pro);
 size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
 size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
 

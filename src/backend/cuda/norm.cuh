@@ -89,12 +89,11 @@ __device__ __forceinline__ void rope_pair(float *v, int i, int half, const float
     v[i + half] = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
 }
 
-/* One head of one token by one warp: optional RMSNorm into shared memory b
- * (head_dim floats), then rope with table row csrow (NULL: none), then the
- * write back to v and, when dst is set, to dst as well. v is read through
- * L2 (other blocks may have written it in the same kernel). */
-__device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, int head_dim, int rope_dim,
-                                               const void *w, tern_dtype wdt, float eps, const float *csrow, int lane)
+/* One head of one token by one warp into shared memory b (head_dim
+ * floats): optional RMSNorm, then rope with table row csrow (NULL: none). v
+ * is read through L2 (other blocks may have written it in the same kernel). */
+__device__ __forceinline__ void norm_rope_into(const float *v, float *b, int head_dim, int rope_dim, const void *w,
+                                               tern_dtype wdt, float eps, const float *csrow, int lane)
 {
     if (w) {
         float inv = rms_inv(warp_sumsq(v, head_dim, lane), head_dim, eps);
@@ -108,6 +107,14 @@ __device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, i
         for (int i = lane; i < half; i += 32) rope_pair(b, i, half, csrow);
         __syncwarp();
     }
+}
+
+/* norm_rope_into, then the write back to v and, when dst is set, to dst as
+ * well. */
+__device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, int head_dim, int rope_dim,
+                                               const void *w, tern_dtype wdt, float eps, const float *csrow, int lane)
+{
+    norm_rope_into(v, b, head_dim, rope_dim, w, wdt, eps, csrow, lane);
     for (int i = lane; i < head_dim; i += 32) {
         v[i] = b[i];
         if (dst) dst[i] = b[i];

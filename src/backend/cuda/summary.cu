@@ -15,7 +15,7 @@
  * so a row's summary is the same in every batch. */
 #include "backend/cuda/common.cuh"
 
-enum { SUM_CHUNK = 4096, SUM_THREADS = 256 };
+enum { SUM_CHUNK = 4096, SUM_THREADS = 256, SUM_MAX_CHUNKS = 1024 };
 
 static int chunks_of(int V) { return (V + SUM_CHUNK - 1) / SUM_CHUNK; }
 
@@ -94,19 +94,23 @@ __global__ void __launch_bounds__(SUM_THREADS) lse_kernel(const float *__restric
         if (is_last) count[r] = 0;
     }
     __syncthreads();
-    if (!is_last || threadIdx.x) return;
+    if (!is_last) return;
     __threadfence();
+    /* The chunks' partials into shared memory at once, then folded in
+     * order by one thread. */
+    __shared__ float2 pk[SUM_MAX_CHUNKS];
+    for (int k = threadIdx.x; k < nc; k += SUM_THREADS) pk[k] = __ldcg(&part[(long)r * nc + k]);
+    __syncthreads();
+    if (threadIdx.x) return;
     float M = -INFINITY;
-    for (int k = 0; k < nc; k++) M = max_nan(M, __ldcg(&part[(long)r * nc + k].x));
+    for (int k = 0; k < nc; k++) M = max_nan(M, pk[k].x);
     float out;
     if (M != M || M == INFINITY || M == -INFINITY) {
         out = M;
     } else {
         float S = 0.0f;
-        for (int k = 0; k < nc; k++) {
-            float2 p = __ldcg(&part[(long)r * nc + k]);
-            if (p.x != -INFINITY) S = fmaf(p.y, expf(p.x - M), S);
-        }
+        for (int k = 0; k < nc; k++)
+            if (pk[k].x != -INFINITY) S = fmaf(pk[k].y, expf(pk[k].x - M), S);
         out = logf(S) + M;
     }
     lse[r] = out;
@@ -157,14 +161,15 @@ __global__ void __launch_bounds__(SUM_THREADS) argmax_kernel(const float *__rest
         if (is_last) count[r] = 0;
     }
     __syncthreads();
-    if (!is_last || threadIdx.x) return;
+    if (!is_last) return;
     __threadfence();
+    __shared__ float2 pk[SUM_MAX_CHUNKS];
+    for (int k = threadIdx.x; k < nc; k += SUM_THREADS) pk[k] = __ldcg(&part[(long)r * nc + k]);
+    __syncthreads();
+    if (threadIdx.x) return;
     float bv = 0.0f;
     int bi = -1;
-    for (int k = 0; k < nc; k++) {
-        float2 p = __ldcg(&part[(long)r * nc + k]);
-        arg_merge(bv, bi, p.x, __float_as_int(p.y));
-    }
+    for (int k = 0; k < nc; k++) arg_merge(bv, bi, pk[k].x, __float_as_int(pk[k].y));
     float lp0 = __fsub_rn(x[0], L);
     /* tern_argmax: a NaN at index 0 is never replaced; none at all -> 0. */
     if (lp0 != lp0 || bi < 0) {
@@ -180,7 +185,7 @@ extern "C" tern_status tern_cuda_summary(tern_cuda *c, const float *d_logits, lo
                                          unsigned *d_count, tern_cuda_lsum *d_out)
 {
     if (n <= 0) return TERN_OK;
-    if (V <= 0) return tern_error(TERN_E_INVALID, "cuda summary: vocabulary %d", V);
+    if (V <= 0 || V > SUM_MAX_CHUNKS * SUM_CHUNK) return tern_error(TERN_E_INVALID, "cuda summary: vocabulary %d", V);
     int nc = chunks_of(V);
     float2 *part1 = (float2 *)d_tmp, *part2 = part1 + (size_t)n * nc;
     float *lse = (float *)(part2 + (size_t)n * nc);
