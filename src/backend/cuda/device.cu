@@ -73,6 +73,13 @@ extern "C" void tern_cuda_close(tern_cuda *c)
 
 extern "C" void tern_cuda_set_pdl(tern_cuda *c, int on) { c->pdl = on != 0; }
 
+extern "C" int tern_cuda_set_prefetch(tern_cuda *c, int bytes)
+{
+    int old = c->prefetch;
+    c->prefetch = bytes > 0 ? bytes : 0;
+    return old;
+}
+
 extern "C" const char *tern_cuda_describe(const tern_cuda *c) { return c->desc; }
 
 extern "C" tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out)

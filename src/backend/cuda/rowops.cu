@@ -13,11 +13,14 @@ enum { ROW_BLOCK = RMS_VT, WARP_ROW_MAX = RMS_WARP_MAX, HEAD_MAX = NORM_HEAD_MAX
  * elements t, t+1024, ... in order, warps combine by butterfly, and thread 0
  * adds the 32 warp sums in order. */
 __global__ void rmsnorm_block_kernel(const float *x, float *y, int d, const void *__restrict__ w,
-                                     tern_dtype wdt, float eps)
+                                     tern_dtype wdt, float eps, int trig)
 {
     __shared__ float part[ROW_BLOCK / 32];
     __shared__ float inv_s;
     wait_prior_grid();
+#if __CUDA_ARCH__ >= 900
+    if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     const float *xr = x + (long)blockIdx.x * d;
     float *yr = y + (long)blockIdx.x * d;
     float s = 0.0f;
@@ -37,9 +40,12 @@ __global__ void rmsnorm_block_kernel(const float *x, float *y, int d, const void
 
 /* Narrow rows: one warp per row, four rows per block. */
 __global__ void rmsnorm_warp_kernel(const float *x, float *y, int n, int d, const void *__restrict__ w,
-                                    tern_dtype wdt, float eps)
+                                    tern_dtype wdt, float eps, int trig)
 {
     wait_prior_grid();
+#if __CUDA_ARCH__ >= 900
+    if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     int r = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (r >= n) return;
     const float *xr = x + (long)r * d;
@@ -53,8 +59,10 @@ extern "C" tern_status tern_cuda_rmsnorm(tern_cuda *c, const float *d_x, float *
 {
     if (n <= 0) return TERN_OK;
     if (d > WARP_ROW_MAX)
-        return launch(c, "rmsnorm", rmsnorm_block_kernel, dim3(n), dim3(ROW_BLOCK), 0, d_x, d_y, d, d_w, wdt, eps);
-    return launch(c, "rmsnorm", rmsnorm_warp_kernel, dim3((n + 3) / 4), dim3(128), 0, d_x, d_y, n, d, d_w, wdt, eps);
+        return launch(c, "rmsnorm", rmsnorm_block_kernel, dim3(n), dim3(ROW_BLOCK), 0, d_x, d_y, d, d_w, wdt, eps,
+                      (c->trigger & 8) != 0);
+    return launch(c, "rmsnorm", rmsnorm_warp_kernel, dim3((n + 3) / 4), dim3(128), 0, d_x, d_y, n, d, d_w, wdt, eps,
+                  (c->trigger & 8) != 0);
 }
 
 /* One warp per (token, head), four per block. */
