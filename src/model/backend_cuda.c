@@ -58,7 +58,6 @@ typedef struct {
     size_t arena_bytes;
     dev_layer *layers;      /* owned, n_layers */
     float *d_rope;          /* in arena: [n_rope, rope_dim] */
-    float *final_nw;        /* in arena: the final norm weight as float32 [H] */
     dbuf norm_tmp;          /* tern_cuda_norm_tmp_bytes(H) */
     int n_rope;             /* positions the table covers */
     /* per pass */
@@ -77,7 +76,6 @@ typedef struct {
      * the others. */
     int act_bf16;           /* TERN_CUDA_ACT=bf16 */
     int attn_fuse;          /* TERN_CUDA_ATTN_FUSE (default 0), see attn_fused */
-    int pf_oq;              /* TERN_CUDA_PREFETCH_OQ: L2 prefetch bytes of the o and q/k/v products */
     int fuse;               /* which norms are folded into the products (TERN_CUDA_FUSE bits, see load) */
     /* TERN_CUDA_PROF=1: an event after each op of a decode pass, the time
      * between events summed per class of op, printed at unload. */
@@ -330,7 +328,7 @@ static size_t arena_need(const tern_model *m, int n_rope)
         n += align256(wbytes(&L->bq) + wbytes(&L->bk) + wbytes(&L->bv));
     }
     n += align256(wbytes(&m->embed)) + align256(wbytes(&m->final_norm));
-    n += (size_t)(2 * c->n_layers + 1) * align256((size_t)c->hidden * sizeof(float));
+    n += (size_t)(2 * c->n_layers) * align256((size_t)c->hidden * sizeof(float));
     if (!m->head_is_embed || m->lm_head.data != m->embed.data) n += align256(wbytes(&m->lm_head));
     return n;
 }
@@ -424,8 +422,6 @@ tern_status tern_backend_cuda_load(tern_model *m)
     d->fuse = fz ? atoi(fz) : FOLD_GATE_UP;
     const char *af = getenv("TERN_CUDA_ATTN_FUSE");
     d->attn_fuse = af && !strcmp(af, "1");
-    const char *pq = getenv("TERN_CUDA_PREFETCH_OQ");
-    d->pf_oq = pq ? atoi(pq) : 0;
     d->prof = getenv("TERN_CUDA_PROF") != NULL;
     const char *gr = getenv("TERN_CUDA_GRAPH");
     d->graph_on = !gr || strcmp(gr, "0");
@@ -465,15 +461,12 @@ tern_status tern_backend_cuda_load(tern_model *m)
         goto fail;
     if (m->head_is_embed && m->lm_head.data == m->embed.data) m->lm_head.dev = m->embed.dev;
     else if ((st = put(d, &off, &m->lm_head, &m->lm_head.dev))) goto fail;
-    for (int l = 0; l <= c->n_layers && !st; l++) {
-        const tern_weight *ws[2] = {l < c->n_layers ? &m->layers[l].attn_norm : &m->final_norm,
-                                    l < c->n_layers ? &m->layers[l].ffn_norm : NULL};
+    for (int l = 0; l < c->n_layers && !st; l++) {
+        const tern_weight *ws[2] = {&m->layers[l].attn_norm, &m->layers[l].ffn_norm};
         for (int k = 0; k < 2 && !st; k++) {
-            if (!ws[k]) continue;
             float *at = (float *)((char *)d->arena + off);
             off += align256((size_t)c->hidden * sizeof(float));
-            if (l < c->n_layers) *(k ? &d->layers[l].ffn_nw : &d->layers[l].attn_nw) = at;
-            else d->final_nw = at;
+            *(k ? &d->layers[l].ffn_nw : &d->layers[l].attn_nw) = at;
             st = upload_f32(d, at, ws[k], c->hidden);
         }
     }
@@ -646,13 +639,7 @@ static tern_status cuda_matmul_add(tern_model *m, const float *x, int M, const t
 {
     if (REPLAYING(m)) return TERN_OK;
     (void)tmp;
-    int down = w->cols == m->cfg.ffn;
-    /* The output projection follows the attention, which leaves the memory
-     * idle and lets it launch early: its rows are prefetched meanwhile. */
-    int old = down ? 0 : tern_cuda_set_prefetch(cm(m)->c, cm(m)->pf_oq);
-    tern_status st = mm(m, x, M, w, y, 1);
-    if (!down) tern_cuda_set_prefetch(cm(m)->c, old);
-    return prof(cm(m), down ? PROF_DOWN : PROF_O, st);
+    return prof(cm(m), w->cols == m->cfg.ffn ? PROF_DOWN : PROF_O, mm(m, x, M, w, y, 1));
 }
 
 static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x, int M, float *g, float *u)
@@ -713,11 +700,9 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
                                    L->wq.dt, ld, qkv, ld, d->norm_tmp.d);
     } else {
         st = tern_cuda_rmsnorm(d->c, x, h, p->T, c->hidden, L->attn_norm.dev, L->attn_norm.dt, c->rms_eps);
-        int old = tern_cuda_set_prefetch(d->c, d->pf_oq);
         if (!st)
             st = tern_cuda_matmul(d->c, act(m), TERN_CUDA_MM_OWN, h, p->T, c->hidden, d->layers[l].qkv, L->wq.dt, ld,
                                   qkv, ld, 0, NULL);
-        tern_cuda_set_prefetch(d->c, old);
     }
     if (st) return st;
     if (d->layers[l].bias) {

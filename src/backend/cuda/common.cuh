@@ -21,7 +21,6 @@ struct tern_cuda {
     int pdl;                 /* launch with programmatic dependent launch */
     int trigger;             /* TERN_CUDA_TRIGGER bits: matrix kernels (1), the qkv prologue (2) and attention
                                 (4) let the next kernel launch as soon as they run */
-    int unroll;              /* TERN_CUDA_UNROLL: 1, 2 or 4 times the loads in flight of one-row products */
     int prefetch;            /* TERN_CUDA_PREFETCH: bytes of its first weight rows each matrix warp prefetches
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */

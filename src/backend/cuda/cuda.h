@@ -49,11 +49,7 @@ const char *tern_cuda_describe(const tern_cuda *c);
  * while the one before it drains, fetching its weights, and waits for that
  * kernel's results before reading them. Off queues plain launches. */
 void tern_cuda_set_pdl(tern_cuda *c, int on);
-/* Bytes of its first weight rows each warp of the matrix kernels queued
- * from now on prefetches into L2 before it waits for the previous kernel
- * (0: none); worth it only after a kernel that lets them launch early and
- * leaves the memory idle. Returns the previous value. */
-int tern_cuda_set_prefetch(tern_cuda *c, int bytes);
+
 
 /* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */
 tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out);

@@ -42,8 +42,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * launched while the previous one still fills the device is spread
      * unevenly over it (6.1 ms). */
     c->trigger = tg ? atoi(tg) : 6;
-    const char *un = getenv("TERN_CUDA_UNROLL");
-    c->unroll = un ? atoi(un) : 1;
     const char *pf = getenv("TERN_CUDA_PREFETCH");
     c->prefetch = pf ? atoi(pf) : 0;
     if (c->prefetch < 0) c->prefetch = 0;
@@ -73,12 +71,7 @@ extern "C" void tern_cuda_close(tern_cuda *c)
 
 extern "C" void tern_cuda_set_pdl(tern_cuda *c, int on) { c->pdl = on != 0; }
 
-extern "C" int tern_cuda_set_prefetch(tern_cuda *c, int bytes)
-{
-    int old = c->prefetch;
-    c->prefetch = bytes > 0 ? bytes : 0;
-    return old;
-}
+
 
 extern "C" const char *tern_cuda_describe(const tern_cuda *c) { return c->desc; }
 

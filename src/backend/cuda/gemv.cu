@@ -123,9 +123,12 @@ __device__ __forceinline__ void row_dots(const float *__restrict__ x, int K, con
     }
 }
 
-/* Issues an L2 prefetch of the weight rows a warp reads first (before it
- * waits for the previous kernel: weights are never written by one), so that
- * a kernel launched early streams from its first instruction. */
+/* Issues an L2 prefetch of the first bytes of the weight rows a warp reads
+ * first (before it waits for the previous kernel: weights are never written
+ * by one), so that a kernel launched early streams from its first
+ * instruction (TERN_CUDA_PREFETCH bytes; 0, the default: none. Measured
+ * slower at every size tried: the whole first rows thrash the L2, 1-2 KB
+ * gain nothing). */
 __device__ __forceinline__ void prefetch_row(const void *row, size_t bytes, int lane)
 {
 #if __CUDA_ARCH__ >= 900
@@ -135,7 +138,9 @@ __device__ __forceinline__ void prefetch_row(const void *row, size_t bytes, int 
 }
 
 /* Lets the next kernel launch now (its blocks take the room this one
- * leaves, prefetch and wait); TERN_CUDA_TRIGGER bit 1. */
+ * leaves, prefetch and wait); TERN_CUDA_TRIGGER bit 1. Measured slower on
+ * the products (a product launched while the previous one still fills the
+ * device is spread unevenly over it): off by default. */
 __device__ __forceinline__ void trigger_next(int on)
 {
 #if __CUDA_ARCH__ >= 900
@@ -159,7 +164,7 @@ struct norm_arg {
 
 /* One warp per group of R consecutive output rows (R > 1 for several rows
  * of x: each x load then serves R weight rows). */
-template <typename WT, int M, bool RND, int R, bool NORM, int UM = 1>
+template <typename WT, int M, bool RND, int R, bool NORM>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__restrict__ x, int m_count, int K,
                                                                const void *__restrict__ w, int N,
                                                                float *__restrict__ y, int ldy, int accumulate,
@@ -185,8 +190,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
             wr[r] = (const char *)w + (size_t)n * row_bytes;
         }
         bool first = g == g0;
-        row_dots<WT, M, RND, R, UM * (GEMV_UNROLL / R > 0 ? GEMV_UNROLL / R : 1), NORM>(x, K, wr, lane, m_count, acc,
-                                                                                      na.nw, ss, first);
+        row_dots<WT, M, RND, R, (GEMV_UNROLL / R > 0 ? GEMV_UNROLL / R : 1), NORM>(x, K, wr, lane, m_count, acc, na.nw,
+                                                                                 ss, first);
         if (NORM && first) {
 #pragma unroll
             for (int m = 0; m < M; m++) inv[m] = rms_inv(ss[m], K, na.eps);
@@ -216,7 +221,7 @@ __device__ __forceinline__ float silu_mul_1(float g, float u) { return g / (1.0f
 /* One warp per C consecutive outputs (C > 1 for several rows of x): the
  * gate and up rows of each, 2C weight rows sharing every x load. NORM as in
  * gemv_kernel (both products scaled before silu * up). */
-template <typename WT, int M, bool RND, int C, bool NORM, int UM = 1>
+template <typename WT, int M, bool RND, int C, bool NORM>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *__restrict__ x, int m_count, int K,
                                                                   const void *__restrict__ wg,
                                                                   const void *__restrict__ wu, int F,
@@ -226,7 +231,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
     int g0 = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), stride = gridDim.x * GEMV_WARPS;
     int groups = (F + C - 1) / C;
     size_t row_bytes = (size_t)K * (16 / WT::PER16);
-    constexpr int U = UM * (GEMV_UNROLL / (2 * C) > 0 ? GEMV_UNROLL / (2 * C) : 1);
+    constexpr int U = GEMV_UNROLL / (2 * C) > 0 ? GEMV_UNROLL / (2 * C) : 1;
     if (na.pf && g0 < groups) {
         size_t nb = (g0 * C + C <= F ? C : F - g0 * C) * row_bytes;
         nb = nb < (size_t)na.pf ? nb : (size_t)na.pf;
@@ -327,10 +332,6 @@ static tern_status gemv_typed(tern_cuda *c, const float *x, int m, int K, const 
 {
     int G = (N + GEMV_R - 1) / GEMV_R, tg = c->trigger & 1;
     na.pf = c->prefetch;
-    if (m <= 1 && !RND && c->unroll == 2)
-        return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1, NORM, 2>, N, x, m, K, w, N, y, ldy, acc, na, tg);
-    if (m <= 1 && !RND && c->unroll == 4)
-        return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1, NORM, 4>, N, x, m, K, w, N, y, ldy, acc, na, tg);
     if (m <= 1) return launch_wave(c, "gemv", gemv_kernel<WT, 1, RND, 1, NORM>, N, x, m, K, w, N, y, ldy, acc, na, tg);
     if (m <= 2) return launch_wave(c, "gemv", gemv_kernel<WT, 2, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
     if (m <= 4) return launch_wave(c, "gemv", gemv_kernel<WT, 4, RND, GEMV_R, NORM>, G, x, m, K, w, N, y, ldy, acc, na, tg);
@@ -347,10 +348,6 @@ static tern_status gate_up_typed(tern_cuda *c, const float *x, int m, int K, con
     na.pf = c->prefetch;
     constexpr int C = GEMV_R / 2 > 0 ? GEMV_R / 2 : 1;
     int G = (N + C - 1) / C;
-    if (m <= 1 && !RND && c->unroll == 2)
-        return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1, NORM, 2>, N, x, m, K, wg, wu, F, h, na, tg);
-    if (m <= 1 && !RND && c->unroll == 4)
-        return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1, NORM, 4>, N, x, m, K, wg, wu, F, h, na, tg);
     if (m <= 1) return launch_wave(c, "gate_up", gate_up_kernel<WT, 1, RND, 1, NORM>, N, x, m, K, wg, wu, F, h, na, tg);
     if (m <= 2) return launch_wave(c, "gate_up", gate_up_kernel<WT, 2, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
     if (m <= 4) return launch_wave(c, "gate_up", gate_up_kernel<WT, 4, RND, C, NORM>, G, x, m, K, wg, wu, F, h, na, tg);
