@@ -4,10 +4,14 @@
  * M rows of activations, for each M given, interleaved round by round.
  * Prints the median time of one pass and its ratio to the M = 1 pass of the
  * same rounds: the matmul part of a verify window of M positions against a
- * decode step.
+ * decode step. Also the compute ceiling (vdpbf16ps on registers) and the
+ * kernels' rate on a cache-resident matrix, and from that rate the floor a
+ * window cannot beat.
  *
  *   bench_verify [--threads T] [--rounds R] [--m 1,2,3,5,9,16]
  */
+#include <immintrin.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +64,39 @@ static int mat_make(mat *m, int K, int N, unsigned seed)
     tern_cpu_panel_pack(rows, TERN_DT_BF16, N, K, m->w, 0, tern_panel_count(N));
     free(rows);
     return 0;
+}
+
+/* The bf16 dot-product instruction's own rate: 24 independent accumulator
+ * chains of vdpbf16ps on registers (32 multiply-adds each), per thread. */
+__attribute__((target("avx512f,avx512bf16"))) static void *peak_thread(void *arg)
+{
+    double *out = arg;
+    __m512 acc[24];
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i);
+    __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
+    const long iters = 4000000;
+    double t0 = now_s();
+    for (long n = 0; n < iters; n++)
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    double t = now_s() - t0;
+    float sink = 0;
+    for (int i = 0; i < 24; i++) sink += _mm512_reduce_add_ps(acc[i]);
+    *out = iters * 24.0 * 32 / t + (sink == 12345.0f);
+    return NULL;
+}
+
+static double peak_rate(int threads)
+{
+    pthread_t th[64];
+    double r[64], sum = 0;
+    for (int i = 0; i < threads && i < 64; i++) pthread_create(&th[i], NULL, peak_thread, &r[i]);
+    for (int i = 0; i < threads && i < 64; i++) {
+        pthread_join(th[i], NULL);
+        sum += r[i];
+    }
+    return sum;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -118,6 +155,8 @@ int main(int argc, char **argv)
            rounds);
     /* The same kernels on a matrix that stays in L2 (each thread's half, 0.5 MB of 1 MB
      * in all), so their compute rate shows without the stream. */
+    double peak = peak_rate(threads);
+    printf("vdpbf16ps on registers, %d threads: %.1f G mul-add/s (the compute ceiling)\n", threads, peak * 1e-9);
     double rate[MAX_MS];
     mat small;
     if (mat_make(&small, 1024, 480, 99u)) return 1;
