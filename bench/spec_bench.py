@@ -17,10 +17,16 @@ the same engine's plain decode, and tern's as a ratio to llama.cpp's best K.
 
 Streams: N concurrent streaming clients (N in --streams), each a held-out
 prompt, --tokens greedy tokens; aggregate tok/s of tern serve plain, with the
-n-gram drafter and with the draft model (one server each, --max-batch 16).
+n-gram drafter and with the draft model (one server each, --max-batch 16; the
+-fixed modes draft at fixed depth), --stream-rounds rounds per N in alternating
+order, each mode's median ratio to plain; with --llama-streams also
+llama-server (-np = the largest N) plain, with the draft model and with
+ngram-simple at --draft tokens, tokens counted from its non-streaming replies.
 
 usage: bench/spec_bench.py [--model DIR] [--draft-model DIR] [--gguf F] [--gguf-draft F]
        [--threads 2] [--draft 4] [--fixed] [--llama-draft 4,8] [--streams 1,2,4,8,16] [--no-llama] [--no-streams]
+       [--no-one-stream] [--stream-modes plain,ngram,model,ngram-fixed,model-fixed] [--stream-rounds R]
+       [--llama-streams]
 Prints one line per measurement and a final JSON object.
 """
 import argparse
@@ -97,28 +103,8 @@ def aggregate(port, prompts, n, tokens):
     return sum(o[0] for o in out) / (max(o[1] for o in out) - t0)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=str(MODELS / "tern-demo-code-42m"))
-    ap.add_argument("--draft-model", default=str(MODELS / "tern-demo-code-draft-4m"))
-    ap.add_argument("--gguf", default="/work/bench-models/demo-42m-f16.gguf")
-    ap.add_argument("--gguf-draft", default="/work/bench-models/demo-draft-4m-f16.gguf")
-    ap.add_argument("--llama-server", default=LLAMA)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--chars", type=int, default=1500)
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--draft", type=int, default=4)
-    ap.add_argument("--llama-draft", default="4,8")
-    ap.add_argument("--streams", default="1,2,4,8,16")
-    ap.add_argument("--no-llama", action="store_true")
-    ap.add_argument("--no-streams", action="store_true")
-    ap.add_argument("--fixed", action="store_true", help="tern drafts at fixed depth (--draft-fixed)")
-    a = ap.parse_args()
-    prompts = json.load(open(os.path.join(HERE, "..", "..", "shared", "bench", "code_prompts_heldout.json")))
-    prompts = [p[:a.chars] for p in prompts[:a.prompts]]
-    res = {"threads": a.threads, "tokens": a.tokens, "tern_draft": a.draft, "fixed": a.fixed}
-
+def one_stream(a, prompts):
+    """tern generate plain / n-gram / draft model against llama-server's modes, one prompt at a time."""
     # llama.cpp servers, one per mode, started once.
     llama = {}
     if not a.no_llama:
@@ -192,29 +178,117 @@ def main():
         print(f"tern / llama.cpp: plain {one['tern_plain_vs_llama_plain']:.2f}x, n-gram "
               f"{one['tern_ngram_vs_llama_best']:.2f}x (llama {one['llama_ngram_best']}), draft model "
               f"{one['tern_model_vs_llama_best']:.2f}x (llama {one['llama_model_best']})", flush=True)
-    res["one_stream"] = one
+    return one
+
+
+def streams(a, prompts):
+    """Aggregate tok/s at N concurrent clients: tern serve per mode (and llama-server with
+    --llama-streams), --stream-rounds rounds per N in alternating order, median ratios."""
+    out = {}
+    common = ("--max-batch", "16", "--prompt-cache-bytes", "0")
+    spec = {"ngram": ("--draft-kind", "ngram", "--num-draft-tokens", str(a.draft)),
+            "model": ("--draft-model", a.draft_model, "--num-draft-tokens", str(a.draft))}
+    modes = [m for m in a.stream_modes.split(",") if m]
+    servers, lservers = {}, {}
+    try:
+        for m in modes:
+            kind, _, fixed = m.partition("-")
+            extra = () if kind == "plain" else spec[kind] + (("--draft-fixed",) if fixed or a.fixed else ())
+            servers[m] = start_server(a.model, a.threads, *common, *extra)
+        if a.llama_streams:
+            nmax = max(int(x) for x in a.streams.split(","))
+            lmodes = {"llama-plain": [],
+                      "llama-model": ["-md", a.gguf_draft, "--spec-type", "draft-simple", "--spec-draft-n-max",
+                                      str(a.draft)],
+                      "llama-ngram": ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                                      "--spec-ngram-simple-size-m", str(a.draft)]}
+            for name, extra in lmodes.items():
+                lservers[name] = start_llama(a.llama_server, a.gguf, a.threads, nmax, nmax * 1024, extra)
+        for n in [int(x) for x in a.streams.split(",")]:
+            runs = {k: [] for k in list(servers) + list(lservers)}
+            for rnd in range(a.stream_rounds):
+                order = list(servers) + list(lservers)
+                if (n + rnd) % 2:
+                    order.reverse()
+                for k in order:
+                    if k in servers:
+                        runs[k].append(aggregate(servers[k][1], prompts, n, a.tokens))
+                    else:
+                        runs[k].append(aggregate_plain(lservers[k][1], prompts, n, a.tokens))
+            row = {f"{k}_tps": sorted(v)[len(v) // 2] for k, v in runs.items()}
+            line = f"N={n:2d}:"
+            for group, base in ((servers, "plain"), (lservers, "llama-plain")):
+                if base not in group:
+                    continue
+                for k in group:
+                    if k == base:
+                        continue
+                    ratios = sorted(x / y for x, y in zip(runs[k], runs[base]))
+                    row[f"{k}_ratio"] = ratios[len(ratios) // 2]
+                    row[f"{k}_ratio_min"] = ratios[0]
+                    line += f" {k} {ratios[len(ratios) // 2]:.2f}x (min {ratios[0]:.2f}x)"
+            line += " | tok/s " + ", ".join(f"{k} {row[f'{k}_tps']:.1f}" for k in runs)
+            out[n] = row
+            print(line, flush=True)
+    finally:
+        for proc, _ in list(servers.values()) + list(lservers.values()):
+            stop(proc)
+    return out
+
+
+def aggregate_plain(port, prompts, n, tokens):
+    """Aggregate tok/s of n concurrent non-streaming /completion requests to llama-server (a
+    speculative llama-server may put several tokens in one stream chunk, so tokens are counted
+    from its replies)."""
+    out = [None] * n
+
+    def one(i):
+        r = post(port, "/completion", {"prompt": prompts[i % len(prompts)], "n_predict": tokens,
+                                       "temperature": 0, "top_k": 1, "ignore_eos": True, "cache_prompt": False})
+        out[i] = (r["timings"]["predicted_n"], time.time())
+
+    t0 = time.time()
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(o[0] for o in out) / (max(o[1] for o in out) - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=str(MODELS / "tern-demo-code-42m"))
+    ap.add_argument("--draft-model", default=str(MODELS / "tern-demo-code-draft-4m"))
+    ap.add_argument("--gguf", default="/work/bench-models/demo-42m-f16.gguf")
+    ap.add_argument("--gguf-draft", default="/work/bench-models/demo-draft-4m-f16.gguf")
+    ap.add_argument("--llama-server", default=LLAMA)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--chars", type=int, default=1500)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--draft", type=int, default=4)
+    ap.add_argument("--llama-draft", default="4,8")
+    ap.add_argument("--streams", default="1,2,4,8,16")
+    ap.add_argument("--no-llama", action="store_true")
+    ap.add_argument("--no-streams", action="store_true")
+    ap.add_argument("--fixed", action="store_true", help="tern drafts at fixed depth (--draft-fixed)")
+    ap.add_argument("--no-one-stream", action="store_true", help="skip the one-stream comparison")
+    ap.add_argument("--stream-modes", default="plain,ngram,model",
+                    help="tern servers at N streams: plain, ngram, model, ngram-fixed, model-fixed")
+    ap.add_argument("--stream-rounds", type=int, default=1, help="rounds per N (median ratio reported)")
+    ap.add_argument("--llama-streams", action="store_true",
+                    help="also llama-server (-np = the largest N) plain, draft model and ngram-simple")
+    a = ap.parse_args()
+    prompts = json.load(open(os.path.join(HERE, "..", "..", "shared", "bench", "code_prompts_heldout.json")))
+    prompts = [p[:a.chars] for p in prompts[:a.prompts]]
+    res = {"threads": a.threads, "tokens": a.tokens, "tern_draft": a.draft, "fixed": a.fixed}
+
+    if not a.no_one_stream:
+        res["one_stream"] = one_stream(a, prompts)
 
     if not a.no_streams:
-        res["streams"] = {}
-        servers = {"plain": start_server(a.model, a.threads, "--max-batch", "16", "--prompt-cache-bytes", "0"),
-                   "ngram": start_server(a.model, a.threads, "--max-batch", "16", "--prompt-cache-bytes", "0",
-                                         "--draft-kind", "ngram", "--num-draft-tokens", str(a.draft),
-                                         *(["--draft-fixed"] if a.fixed else [])),
-                   "model": start_server(a.model, a.threads, "--max-batch", "16", "--prompt-cache-bytes", "0",
-                                         "--draft-model", a.draft_model, "--num-draft-tokens", str(a.draft),
-                                         *(["--draft-fixed"] if a.fixed else []))}
-        try:
-            for n in [int(x) for x in a.streams.split(",")]:
-                order = ["plain", "ngram", "model"] if n % 2 else ["model", "ngram", "plain"]
-                r = {k: aggregate(servers[k][1], prompts, n, a.tokens) for k in order}
-                res["streams"][n] = {f"{k}_tps": v for k, v in r.items()}
-                res["streams"][n]["ngram_ratio"] = r["ngram"] / r["plain"]
-                res["streams"][n]["model_ratio"] = r["model"] / r["plain"]
-                print(f"N={n:2d}: plain {r['plain']:.1f} tok/s, n-gram {r['ngram']:.1f} ({r['ngram'] / r['plain']:.2f}x), "
-                      f"draft model {r['model']:.1f} ({r['model'] / r['plain']:.2f}x)", flush=True)
-        finally:
-            for proc, _ in servers.values():
-                stop(proc)
+        res["streams"] = streams(a, prompts)
     print(json.dumps(res))
 
 

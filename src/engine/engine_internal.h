@@ -33,7 +33,13 @@ typedef struct {
     int job;                   /* index in e->jobs this iteration, -1 = not drafting */
     int drafting;              /* the drafter opened a state for this row (else no speculation) */
     void *dstate;              /* owned drafter row state (may be NULL when drafting) */
-    double accept_rate;
+    /* Decayed counts, per draft position k, of verifies that reached k (the
+     * drafts before it kept) and of those that kept k too: the row's chance
+     * of keeping position k given the ones before is acc_kept[k] /
+     * acc_tried[k]. Per position, since a drafter's runs are not
+     * geometric: an n-gram continuation that holds for one token tends to
+     * hold for the next. */
+    double acc_kept[TERN_SPEC_POSITIONS], acc_tried[TERN_SPEC_POSITIONS];
     /* Filled by the parallel sampling phase of an iteration. */
     const float *logits;       /* borrowed row of the iteration's logits */
     const tern_logit_summary *sum; /* borrowed: the backend's summary of that row when the

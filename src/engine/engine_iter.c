@@ -1,6 +1,5 @@
 /* One scheduler iteration: admissions, one forward over every row, sampling,
  * callbacks, exits (engine.h). Runs on the engine thread only. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,7 +108,7 @@ static void commit_request(tern_engine *e, tern_request *r, tern_kv_prep *preps,
         w->n_hist = r->n_prompt;
         w->sp = r->o.sampling;
         w->sp.seed = r->o.sampling.seed + (uint64_t)c;
-        w->accept_rate = 1.0;
+        for (int k = 0; k < TERN_SPEC_POSITIONS; k++) w->acc_kept[k] = w->acc_tried[k] = 0;
     }
     r->n_prefill = r->spec > 0 && r->n_prompt >= 2 ? r->n_prompt - 1 : r->n_prompt;
     if (e->pc) tern_pcache_note(e->pc, n_cached);
@@ -255,6 +254,9 @@ static void out_slots(tern_engine *e, eng_row *w, int o0, int n)
     if (greedy) w->sum = e->summ + o0;
 }
 
+/* Weight kept by a row's acceptance counts at each verify. */
+static const double ACC_DECAY = 0.95;
+
 /* A speculative row's verify window [pending, d1..dn]: position i's logits
  * are those a single step would give, so sampling them in order with the
  * row's own sampler at its own steps gives exactly the plain tokens; the
@@ -279,7 +281,13 @@ static void verify(tern_engine *e, eng_row *w)
     if (!w->done) tern_kv_round_rollback(e->kv, w->kv_row, 1 + kept);
     r->drafted += n;
     r->accepted += kept;
-    w->accept_rate = 0.7 * w->accept_rate + 0.3 * ((double)kept / n);
+    /* Positions 0..kept were reached; all but a rejected last one kept.
+     * (kept / n would understate the chances: a row keeping 80% of its
+     * tokens one by one keeps 59% of a 4-token draft.) */
+    for (int k = 0; k <= kept && k < n; k++) {
+        w->acc_tried[k] = ACC_DECAY * w->acc_tried[k] + 1;
+        w->acc_kept[k] = ACC_DECAY * w->acc_kept[k] + (k < kept);
+    }
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < n && i < TERN_SPEC_POSITIONS; i++) {
         e->stats.spec_drafted[i]++;
@@ -367,9 +375,13 @@ static void plan_drafts(tern_engine *e, int decoding)
                 n_fixed += w->depth;
                 continue;
             }
-            double p = 1.0;
+            /* Each position's chance is shrunk towards the one before it
+             * (one pseudo-verify at that chance; position 1 towards 1), so
+             * a position rarely reached is judged by its neighbours. */
+            double p = 1.0, q = 1.0;
             for (int k = 1; k <= most && slots && n_slots < cap; k++) {
-                p *= w->accept_rate > 0.05 ? w->accept_rate : 0.05;
+                q = (w->acc_kept[k - 1] + q) / (w->acc_tried[k - 1] + 1);
+                p *= q > 0.05 ? q : 0.05;
                 slots[n_slots++] = (draft_slot){w, p};
             }
         }

@@ -28,6 +28,16 @@ tern_status tok_strvec_push(tok_strvec *v, const char *s, size_t len, int first)
 void tok_strvec_clear(tok_strvec *v);
 void tok_strvec_free(tok_strvec *v);
 
+/* A normalizer or pre-tokenizer that grows a text past this many bytes is
+ * refused at that point: real pipelines grow text by a small factor (NFKD
+ * about 11x at worst, ByteLevel 2x, Metaspace under 4x), while a malformed
+ * tokenizer.json that chains ByteLevel or Replace steps doubles it at each
+ * and would otherwise run for minutes or exhaust memory. */
+static inline size_t tok_growth_limit(size_t len)
+{
+    return len * 64 + 4096;
+}
+
 /* growable byte buffer */
 typedef struct { char *p; size_t len, cap; } tok_buf;
 tern_status tok_buf_put(tok_buf *b, const void *s, size_t len);

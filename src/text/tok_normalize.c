@@ -97,7 +97,13 @@ static tern_status lowercase(const char *s, size_t len, tok_buf *out)
     return st;
 }
 
-static tern_status replace(const tok_norm *nm, const char *s, size_t len, tok_buf *out)
+static tern_status too_long(const char *what, size_t len, size_t limit)
+{
+    return tern_error(TERN_E_RANGE, "tokenizer: the %s grows a %zu-byte text past %zu bytes "
+                      "(a malformed tokenizer.json?)", what, len, limit);
+}
+
+static tern_status replace(const tok_norm *nm, const char *s, size_t len, tok_buf *out, size_t limit)
 {
     tern_status st = tok_buf_put(out, "", 0);
     if (nm->re) {
@@ -109,6 +115,7 @@ static tern_status replace(const tok_norm *nm, const char *s, size_t len, tok_bu
             if ((st = tok_buf_put(out, s + last, ms - last))) break;
             st = tok_buf_put(out, nm->b, nm->blen);
             last = me;
+            if (!st && out->len > limit) st = too_long("normalizer", len, limit);
         }
         pcre2_match_data_free(md);
         if (!st && r < 0) st = TERN_E_INVALID;
@@ -124,6 +131,7 @@ static tern_status replace(const tok_norm *nm, const char *s, size_t len, tok_bu
         if ((st = tok_buf_put(out, s + last, k - last))) break;
         st = tok_buf_put(out, nm->b, nm->blen);
         i = last = k + nm->alen;
+        if (!st && out->len > limit) st = too_long("normalizer", len, limit);
     }
     if (!st) st = tok_buf_put(out, s + last, len - last);
     return st;
@@ -152,7 +160,8 @@ static tern_status strip(const tok_norm *nm, const char *s, size_t len, tok_buf 
     return tok_buf_put(out, s + b, e - b);
 }
 
-tern_status tok_norm_apply(const tok_norm *nm, const char *s, size_t len, tok_buf *out)
+static tern_status norm_apply(const tok_norm *nm, const char *s, size_t len, tok_buf *out,
+                              size_t limit)
 {
     out->len = 0;
     switch (nm->type) {
@@ -165,20 +174,29 @@ tern_status tok_norm_apply(const tok_norm *nm, const char *s, size_t len, tok_bu
         if (!st) st = tok_buf_put(out, s, len);
         return st;
     }
-    case NORM_REPLACE: return replace(nm, s, len, out);
+    case NORM_REPLACE: return replace(nm, s, len, out, limit);
     case NORM_STRIP: return strip(nm, s, len, out);
     case NORM_SEQ: {
         tok_buf a = {0};
         tern_status st = tok_buf_put(out, s, len);
         for (int i = 0; i < nm->nkids && !st; i++) {
-            st = tok_norm_apply(&nm->kids[i], out->p, out->len, &a);
+            st = norm_apply(&nm->kids[i], out->p, out->len, &a, limit);
             tok_buf t = *out; *out = a; a = t;
+            if (!st && out->len > limit) st = too_long("normalizer", len, limit);
         }
         free(a.p);
         return st;
     }
     }
     return tern_error(TERN_E_INTERNAL, "tokenizer: unknown normalizer");
+}
+
+tern_status tok_norm_apply(const tok_norm *nm, const char *s, size_t len, tok_buf *out)
+{
+    size_t limit = tok_growth_limit(len);
+    tern_status st = norm_apply(nm, s, len, out, limit);
+    if (!st && out->len > limit) st = too_long("normalizer", len, limit);
+    return st;
 }
 
 void tok_norm_free(tok_norm *nm)

@@ -192,7 +192,15 @@ static tern_status piece(const tok_pretok *pt, const char *s, size_t len, int fi
     return tern_error(TERN_E_INTERNAL, "tokenizer: unknown pre-tokenizer");
 }
 
-tern_status tok_pretok_apply(const tok_pretok *pt, const tok_strvec *in, tok_strvec *out)
+static tern_status too_long(size_t len, size_t limit)
+{
+    return tern_error(TERN_E_RANGE, "tokenizer: the pre-tokenizer grows a %zu-byte text past %zu "
+                      "bytes (a malformed tokenizer.json?)", len, limit);
+}
+
+/* in_len: the bytes of the text the whole pre-tokenizer started from. */
+static tern_status apply(const tok_pretok *pt, const tok_strvec *in, tok_strvec *out, size_t in_len,
+                         size_t limit)
 {
     tok_strvec_clear(out);
     tern_status st = TERN_OK;
@@ -201,7 +209,7 @@ tern_status tok_pretok_apply(const tok_pretok *pt, const tok_strvec *in, tok_str
         const tok_strvec *src = in;
         for (int i = 0; i < pt->nkids && !st; i++) {
             tok_strvec *dst = i == pt->nkids - 1 ? out : (src == &a ? &b : &a);
-            st = tok_pretok_apply(&pt->kids[i], src, dst);
+            st = apply(&pt->kids[i], src, dst, in_len, limit);
             src = dst;
         }
         if (!st && pt->nkids == 0)
@@ -212,10 +220,19 @@ tern_status tok_pretok_apply(const tok_pretok *pt, const tok_strvec *in, tok_str
     }
     tok_buf tmp = {0};
     spans sv = {0};
-    for (int i = 0; i < in->n && !st; i++)
+    for (int i = 0; i < in->n && !st; i++) {
         st = piece(pt, in->buf + in->off[i], in->ln[i], in->first[i], out, &tmp, &sv);
+        if (!st && out->len > limit) st = too_long(in_len, limit);
+    }
     free(tmp.p); free(sv.p);
     return st;
+}
+
+tern_status tok_pretok_apply(const tok_pretok *pt, const tok_strvec *in, tok_strvec *out)
+{
+    size_t len = 0;
+    for (int i = 0; i < in->n; i++) len += in->ln[i];
+    return apply(pt, in, out, len, tok_growth_limit(len));
 }
 
 void tok_pretok_free(tok_pretok *pt)

@@ -212,7 +212,7 @@ int main(void)
     CHECK(tern_cpu_matmul(p2, TERN_ACT_F32, x1, 1, 4, w8, TERN_DT_I32, 2, y1) == TERN_E_UNSUPPORTED);
     CHECK(tern_cpu_matmul(p2, TERN_ACT_F32, x1, 0, 4, w8, TERN_DT_F32, 2, y1) == TERN_OK);
 
-    static const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 33, 61};
+    static const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33, 61};
     static const int KNs[][2] = {{1, 1}, {7, 5}, {16, 13}, {31, 24}, {32, 7}, {33, 50},
                                  {100, 26}, {257, 70}, {64, 200}};
     static const tern_dtype dts[] = {TERN_DT_F32, TERN_DT_F16, TERN_DT_BF16};

@@ -128,11 +128,51 @@ static void test_fuzz(void)
     CHECK(1);
 }
 
+/* A pipeline that grows text without bound (a chain of ByteLevel steps, each
+ * doubling it; Replace steps multiplying it) is refused when it does, with an
+ * error that says so, instead of running for minutes. */
+static tern_status encode_doc(const char *doc, const char *text)
+{
+    tern_tokenizer *t = NULL;
+    tern_status st = tern_tokenizer_load_json(doc, strlen(doc), &t);
+    if (st) return st;
+    int32_t *ids = NULL;
+    int n = 0;
+    st = tern_tokenizer_encode(t, text, strlen(text), 0, &ids, &n);
+    if (!st) free(ids);
+    tern_tokenizer_free(t);
+    return st;
+}
+
+static void test_growth(void)
+{
+    char doc[4096];
+    int k = snprintf(doc, sizeof doc, "{" MODEL ", \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [");
+    for (int i = 0; i < 12; i++)
+        k += snprintf(doc + k, sizeof doc - (size_t)k, "%s{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                      "\"use_regex\": false}", i ? ", " : "");
+    snprintf(doc + k, sizeof doc - (size_t)k, "]}}");
+    const char *text = "\xC3\xA9t\xC3\xA9 caf\xC3\xA9 \xF0\x9F\x98\x80 na\xC3\xAFve r\xC3\xA9sum\xC3\xA9 \xC3\xBC\xC3\xBC\xC3\xBC";
+    CHECK(encode_doc(doc, text) == TERN_E_RANGE && strstr(tern_last_error(), "pre-tokenizer grows"));
+    k = snprintf(doc, sizeof doc, "{" MODEL ", \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [");
+    for (int i = 0; i < 8; i++)
+        k += snprintf(doc + k, sizeof doc - (size_t)k, "%s{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                      "\"content\": \"          \"}", i ? ", " : "");
+    snprintf(doc + k, sizeof doc - (size_t)k, "]}}");
+    CHECK(encode_doc(doc, "a b c d e f g h") == TERN_E_RANGE && strstr(tern_last_error(), "normalizer grows"));
+    /* One ByteLevel step, or one Replace, stays well inside the bound. */
+    snprintf(doc, sizeof doc, "{" MODEL ", \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+             "\"content\": \"          \"}}");
+    tern_status st = encode_doc(doc, "a b c d e f g h");
+    CHECK(st != TERN_E_RANGE);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tern-tok-XXXXXX");
     if (!mkdtemp(dir)) return 77;
     test_documents();
+    test_growth();
     test_fuzz();
     char path[128];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);

@@ -134,7 +134,7 @@ static int round_up(int v, int a)
  * thread so a busy core does not hold up the rest. Many rows (prefill):
  * blocks of x rows by w rows that stay resident in L2 while register tiles
  * reuse every loaded weight across several rows. */
-enum { MM_SMALL_M = 8, MM_MBLOCK = 48, MM_NALIGN = 24 };
+enum { MM_SMALL_M = 16, MM_MBLOCK = 48, MM_NALIGN = 24 };
 _Static_assert((int)MM_NALIGN % (int)TERN_PANEL_ROWS == 0, "blocks start at panel boundaries");
 
 static void mm_plan(mm_job *j, size_t wsz, int threads)
