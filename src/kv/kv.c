@@ -287,9 +287,11 @@ const int *tern_kv_table(const tern_kv *kv, int row) { return kv->rows[row].tabl
 static tern_status layers_begin(tern_kv *kv, int row)
 {
     for (int l = 0; l < kv->shape.n_layers; l++) {
-        tern_status st = kv->layers[l]->vt->round_begin(kv->layers[l], row, kv->rows[row].len);
+        const tern_kv_vtable *vt = kv->layers[l]->vt;
+        tern_status st = vt->round_begin ? vt->round_begin(kv->layers[l], row, kv->rows[row].len) : TERN_OK;
         if (st) {
-            while (l-- > 0) kv->layers[l]->vt->round_rollback(kv->layers[l], row, 0);
+            while (l-- > 0)
+                if (kv->layers[l]->vt->round_rollback) kv->layers[l]->vt->round_rollback(kv->layers[l], row, 0);
             return st;
         }
     }
@@ -299,8 +301,9 @@ static tern_status layers_begin(tern_kv *kv, int row)
 static void layers_end(tern_kv *kv, int row, int keep /* < 0: commit */)
 {
     for (int l = 0; l < kv->shape.n_layers; l++) {
-        if (keep < 0) kv->layers[l]->vt->round_commit(kv->layers[l], row);
-        else kv->layers[l]->vt->round_rollback(kv->layers[l], row, keep);
+        const tern_kv_vtable *vt = kv->layers[l]->vt;
+        if (keep < 0 && vt->round_commit) vt->round_commit(kv->layers[l], row);
+        else if (keep >= 0 && vt->round_rollback) vt->round_rollback(kv->layers[l], row, keep);
     }
 }
 

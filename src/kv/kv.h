@@ -63,8 +63,8 @@ typedef struct {
      * (a recurrent state snapshot, a quantization residue): begin at the
      * row's current length len, then commit or roll back to len + keep.
      * Per-position layouts (plain) keep nothing: the pool's length cut is the
-     * whole rollback. begin may fail (TERN_E_NOMEM, TERN_E_UNSUPPORTED); the
-     * other two cannot. */
+     * whole rollback, and they leave all three NULL. begin may fail
+     * (TERN_E_NOMEM, TERN_E_UNSUPPORTED); the other two cannot. */
     tern_status (*round_begin)(tern_kv_layer *l, int row, int len);
     void (*round_commit)(tern_kv_layer *l, int row);
     void (*round_rollback)(tern_kv_layer *l, int row, int keep);

@@ -60,17 +60,6 @@ static void plain_view(const tern_kv_layer *l, const int *table, int len, tern_k
     *out = (tern_kv_view){p->k, p->v, table, len, p->bt, block_stride(p), (long)p->bt * p->head_dim};
 }
 
-/* Every position lives in the row's blocks: a round has nothing of its own. */
-static tern_status plain_round_begin(tern_kv_layer *l, int row, int len)
-{
-    (void)l; (void)row; (void)len;
-    return TERN_OK;
-}
-
-static void plain_round_commit(tern_kv_layer *l, int row) { (void)l; (void)row; }
-
-static void plain_round_rollback(tern_kv_layer *l, int row, int keep) { (void)l; (void)row; (void)keep; }
-
 static size_t plain_block_bytes(const tern_kv_layer *l)
 {
     return 2 * (size_t)block_stride((const plain_layer *)l) * sizeof(float);
@@ -102,9 +91,16 @@ static void plain_destroy(tern_kv_layer *l)
 }
 
 static const tern_kv_vtable plain_vt = {
-    plain_signature,   plain_bytes_per_token, plain_write,          plain_copy_block, plain_view,
-    plain_round_begin, plain_round_commit,    plain_round_rollback, plain_block_bytes, plain_block_save,
-    plain_block_load,  plain_destroy,
+    /* No rounds of their own: a round is the pool's length cut. */
+    .signature = plain_signature,
+    .bytes_per_token = plain_bytes_per_token,
+    .write = plain_write,
+    .copy_block = plain_copy_block,
+    .view = plain_view,
+    .block_bytes = plain_block_bytes,
+    .block_save = plain_block_save,
+    .block_load = plain_block_load,
+    .destroy = plain_destroy,
 };
 
 static float *map_floats(size_t bytes)

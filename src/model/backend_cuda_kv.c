@@ -65,16 +65,6 @@ static void cl_view(const tern_kv_layer *l, const int *table, int len, tern_kv_v
     *out = (tern_kv_view){p->k, p->v, table, len, p->bt, bstride(p), (long)p->bt * p->head_dim};
 }
 
-static tern_status cl_round_begin(tern_kv_layer *l, int row, int len)
-{
-    (void)l; (void)row; (void)len;
-    return TERN_OK;
-}
-
-static void cl_round_commit(tern_kv_layer *l, int row) { (void)l; (void)row; }
-
-static void cl_round_rollback(tern_kv_layer *l, int row, int keep) { (void)l; (void)row; (void)keep; }
-
 static size_t cl_block_bytes(const tern_kv_layer *l)
 {
     return 2 * (size_t)bstride((const cuda_layer *)l) * sizeof(float);
@@ -105,9 +95,16 @@ static void cl_destroy(tern_kv_layer *l)
 }
 
 static const tern_kv_vtable cuda_vt = {
-    cl_signature,   cl_bytes_per_token, cl_write,          cl_copy_block,  cl_view,
-    cl_round_begin, cl_round_commit,    cl_round_rollback, cl_block_bytes, cl_block_save,
-    cl_block_load,  cl_destroy,
+    /* No rounds of their own: a round is the pool's length cut. */
+    .signature = cl_signature,
+    .bytes_per_token = cl_bytes_per_token,
+    .write = cl_write,
+    .copy_block = cl_copy_block,
+    .view = cl_view,
+    .block_bytes = cl_block_bytes,
+    .block_save = cl_block_save,
+    .block_load = cl_block_load,
+    .destroy = cl_destroy,
 };
 
 static tern_status layer_create(void *arg, int layer, const tern_kv_shape *s, tern_kv_layer **out)
