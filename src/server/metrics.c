@@ -60,6 +60,20 @@ void srv_metrics_disconnect(srv_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* One counter by draft position (positions never drafted left out), its
+ * sum added to *total. */
+static int spec_positions(srv_buf *o, const char *name, const char *help, const uint64_t *v,
+                          const uint64_t *drafted, unsigned long long *total)
+{
+    int rc = srv_buf_printf(o, "# HELP %s %s, by draft position.\n# TYPE %s counter\n", name, help, name);
+    for (int i = 0; i < TERN_SPEC_POSITIONS; i++) {
+        *total += v[i];
+        if (drafted[i])
+            rc |= srv_buf_printf(o, "%s{position=\"%d\"} %llu\n", name, i + 1, (unsigned long long)v[i]);
+    }
+    return rc;
+}
+
 int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
 {
     pthread_mutex_lock(&m->mu);
@@ -147,22 +161,9 @@ int srv_metrics_render(srv_metrics *m, const tern_engine_stats *es, srv_buf *o)
     /* Speculation: drafted and kept tokens by draft position (1 = the
      * first token after the pending one), and their totals. */
     unsigned long long dt = 0, at = 0;
-    rc |= srv_buf_printf(o, "# HELP tern_spec_drafted Drafted tokens verified, by draft position.\n"
-                            "# TYPE tern_spec_drafted counter\n");
-    for (int i = 0; i < TERN_SPEC_POSITIONS; i++) {
-        dt += es->spec_drafted[i];
-        if (es->spec_drafted[i])
-            rc |= srv_buf_printf(o, "tern_spec_drafted{position=\"%d\"} %llu\n", i + 1,
-                                 (unsigned long long)es->spec_drafted[i]);
-    }
-    rc |= srv_buf_printf(o, "# HELP tern_spec_accepted Drafted tokens the target kept, by draft position.\n"
-                            "# TYPE tern_spec_accepted counter\n");
-    for (int i = 0; i < TERN_SPEC_POSITIONS; i++) {
-        at += es->spec_accepted[i];
-        if (es->spec_drafted[i])
-            rc |= srv_buf_printf(o, "tern_spec_accepted{position=\"%d\"} %llu\n", i + 1,
-                                 (unsigned long long)es->spec_accepted[i]);
-    }
+    rc |= spec_positions(o, "tern_spec_drafted", "Drafted tokens verified", es->spec_drafted, es->spec_drafted, &dt);
+    rc |= spec_positions(o, "tern_spec_accepted", "Drafted tokens the target kept", es->spec_accepted,
+                         es->spec_drafted, &at);
     rc |= srv_buf_printf(o, "# HELP tern_spec_drafted_total Drafted tokens verified.\n"
                             "# TYPE tern_spec_drafted_total counter\ntern_spec_drafted_total %llu\n"
                             "# HELP tern_spec_accepted_total Drafted tokens kept.\n"
