@@ -6,26 +6,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "forward_alone.h"
 #include "model/forward.h"
 #include "tern/model.h"
 
 enum { MAXT = 40 };
-
-/* Logits of every position of ids[0..n) run alone from an empty row. */
-static float *alone(tern_model *m, const int32_t *ids, int n)
-{
-    int V = tern_model_vocab_size(m), row;
-    tern_kv *kv;
-    float *out = malloc((size_t)n * V * sizeof *out);
-    uint8_t want[MAXT];
-    memset(want, 1, sizeof want);
-    CHECK(tern_model_kv_create(m, 1, MAXT, 0, 0, &kv) == TERN_OK);
-    CHECK(tern_kv_row_add(kv, MAXT, &row) == TERN_OK);
-    tern_batch b = {1, &row, &n, ids, want};
-    CHECK(tern_forward(m, kv, &b, out, NULL) == TERN_OK);
-    tern_kv_free(kv);
-    return out;
-}
 
 static void check_model(const char *dir, tern_precision prec)
 {
@@ -41,7 +26,7 @@ static void check_model(const char *dir, tern_precision prec)
     for (int r = 0; r < 3; r++)
         for (int i = 0; i < lens[r]; i++) ids[r][i] = (int32_t)((r * 131 + i * 37 + 5) % V);
     float *ref[3];
-    for (int r = 0; r < 3; r++) ref[r] = alone(m, ids[r], lens[r]);
+    for (int r = 0; r < 3; r++) ref[r] = forward_alone(m, ids[r], lens[r], MAXT);
 
     /* B = 3, different lengths, one call, every position returned. */
     tern_kv *kv;
@@ -152,7 +137,7 @@ static void check_model(const char *dir, tern_precision prec)
     tern_model *mm;
     if (tern_model_load(dir, &om, &mm) == TERN_OK) {
         for (int r = 0; r < 3; r++) {
-            float *got = alone(mm, ids[r], lens[r]);
+            float *got = forward_alone(mm, ids[r], lens[r], MAXT);
             CHECK_MSG(!memcmp(got, ref[r], (size_t)lens[r] * V * sizeof(float)),
                       "%s row %d: mapped weights != panels", dir, r);
             free(got);
@@ -172,7 +157,7 @@ static void check_model(const char *dir, tern_precision prec)
     if (tern_model_load(dir, &ox, &ma) == TERN_OK && tern_model_load(dir, &ox, &mb) == TERN_OK) {
         for (int rep = 0; rep < 2; rep++)
             for (int r = 0; r < 3; r++) {
-                float *got = alone((r + rep) % 2 ? ma : mb, ids[r], lens[r]);
+                float *got = forward_alone((r + rep) % 2 ? ma : mb, ids[r], lens[r], MAXT);
                 CHECK_MSG(!memcmp(got, ref[r], (size_t)lens[r] * V * sizeof(float)),
                           "%s row %d: on a shared context != alone", dir, r);
                 free(got);

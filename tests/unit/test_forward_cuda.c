@@ -10,27 +10,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "forward_alone.h"
 #include "engine/sampler_internal.h"
 #include "model/forward.h"
 #include "tern/exec.h"
 #include "tern/model.h"
 
 enum { MAXT = 48 };
-
-static float *run_alone(tern_model *m, const int32_t *ids, int n)
-{
-    int V = tern_model_vocab_size(m), row;
-    tern_kv *kv;
-    float *out = malloc((size_t)n * V * sizeof *out);
-    uint8_t want[MAXT];
-    memset(want, 1, sizeof want);
-    CHECK_MSG(tern_model_kv_create(m, 1, MAXT, 0, 0, &kv) == TERN_OK, "%s", tern_last_error());
-    CHECK(tern_kv_row_add(kv, MAXT, &row) == TERN_OK);
-    tern_batch b = {1, &row, &n, ids, want};
-    CHECK_MSG(tern_forward(m, kv, &b, out, NULL) == TERN_OK, "%s", tern_last_error());
-    tern_kv_free(kv);
-    return out;
-}
 
 static float max_diff(const float *a, const float *b, long n)
 {
@@ -63,8 +49,8 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
         for (int i = 0; i < lens[r]; i++) ids[r][i] = (int32_t)((r * 131 + i * 37 + 5) % V);
     float *ref[3];
     for (int r = 0; r < 3; r++) {
-        float *cpu = run_alone(mc, ids[r], lens[r]);
-        ref[r] = run_alone(mg, ids[r], lens[r]);
+        float *cpu = forward_alone(mc, ids[r], lens[r], MAXT);
+        ref[r] = forward_alone(mg, ids[r], lens[r], MAXT);
         if (prec == TERN_PRECISION_F32) {
             float d = max_diff(cpu, ref[r], (long)lens[r] * V);
             CHECK_MSG(d <= 1e-3f, "%s row %d: GPU logits %g from the CPU's", dir, r, d);
