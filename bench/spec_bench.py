@@ -92,15 +92,30 @@ def stream_one(port, prompt, tokens, out, i):
     out[i] = (n, last)
 
 
-def aggregate(port, prompts, n, tokens):
+def concurrent(n, one):
+    """Runs one(i) -> (tokens, time of the last token) for i < n at once; aggregate tok/s from the
+    start to the last token of all."""
     out = [None] * n
+
+    def run(i):
+        out[i] = one(i)
+
     t0 = time.time()
-    ts = [threading.Thread(target=stream_one, args=(port, prompts[i % len(prompts)], tokens, out, i)) for i in range(n)]
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     return sum(o[0] for o in out) / (max(o[1] for o in out) - t0)
+
+
+def aggregate(port, prompts, n, tokens):
+    """tern serve: n concurrent streaming /v1/completions clients."""
+    def one(i):
+        got = [None]
+        stream_one(port, prompts[i % len(prompts)], tokens, got, 0)
+        return got[0]
+    return concurrent(n, one)
 
 
 def one_stream(a, prompts):
@@ -237,23 +252,13 @@ def streams(a, prompts):
 
 
 def aggregate_plain(port, prompts, n, tokens):
-    """Aggregate tok/s of n concurrent non-streaming /completion requests to llama-server (a
-    speculative llama-server may put several tokens in one stream chunk, so tokens are counted
-    from its replies)."""
-    out = [None] * n
-
+    """llama-server: n concurrent non-streaming /completion requests (a speculative llama-server
+    may put several tokens in one stream chunk, so tokens are counted from its replies)."""
     def one(i):
         r = post(port, "/completion", {"prompt": prompts[i % len(prompts)], "n_predict": tokens,
                                        "temperature": 0, "top_k": 1, "ignore_eos": True, "cache_prompt": False})
-        out[i] = (r["timings"]["predicted_n"], time.time())
-
-    t0 = time.time()
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return sum(o[0] for o in out) / (max(o[1] for o in out) - t0)
+        return r["timings"]["predicted_n"], time.time()
+    return concurrent(n, one)
 
 
 def main():
