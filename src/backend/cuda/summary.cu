@@ -66,11 +66,33 @@ __device__ __forceinline__ float block_fold(float v, float *sh)
     return sh[SUM_THREADS / 32];
 }
 
+/* Called by every thread of a block once its thread 0 has stored the
+ * block's partial at part[r * nc + c]: true in the last block of row r to
+ * arrive (an atomic count, reset there for the next launch), which then
+ * holds all nc partials of the row in pk, in chunk order, for one thread to
+ * fold; false in the others. */
+__device__ __forceinline__ bool gather_row(const float2 *part, unsigned *count, int r, int nc, float2 *pk)
+{
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned done = atomicAdd(count + r, 1u);
+        is_last = done == (unsigned)nc - 1;
+        if (is_last) count[r] = 0;
+    }
+    __syncthreads();
+    if (!is_last) return false;
+    __threadfence();
+    for (int k = threadIdx.x; k < nc; k += SUM_THREADS) pk[k] = __ldcg(&part[(long)r * nc + k]);
+    __syncthreads();
+    return true;
+}
+
 __global__ void __launch_bounds__(SUM_THREADS) lse_kernel(const float *__restrict__ logits, long ld, int V,
                                                           float2 *part, float *lse, unsigned *count)
 {
     __shared__ float sh[SUM_THREADS / 32 + 1];
-    __shared__ int is_last;
     wait_prior_grid();
     int c = blockIdx.x, r = blockIdx.y, nc = gridDim.x;
     const float *x = logits + (long)r * ld;
@@ -86,22 +108,8 @@ __global__ void __launch_bounds__(SUM_THREADS) lse_kernel(const float *__restric
         s = block_fold<false>(s, sh);
     }
     if (threadIdx.x == 0) part[(long)r * nc + c] = make_float2(m, s);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned done = atomicAdd(count + r, 1u);
-        is_last = done == (unsigned)nc - 1;
-        if (is_last) count[r] = 0;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    /* The chunks' partials into shared memory at once, then folded in
-     * order by one thread. */
     __shared__ float2 pk[SUM_MAX_CHUNKS];
-    for (int k = threadIdx.x; k < nc; k += SUM_THREADS) pk[k] = __ldcg(&part[(long)r * nc + k]);
-    __syncthreads();
-    if (threadIdx.x) return;
+    if (!gather_row(part, count, r, nc, pk) || threadIdx.x) return;
     float M = -INFINITY;
     for (int k = 0; k < nc; k++) M = max_nan(M, pk[k].x);
     float out;
@@ -122,7 +130,6 @@ __global__ void __launch_bounds__(SUM_THREADS) argmax_kernel(const float *__rest
 {
     __shared__ float shv[SUM_THREADS / 32];
     __shared__ int shi[SUM_THREADS / 32];
-    __shared__ int is_last;
     wait_prior_grid();
     int c = blockIdx.x, r = blockIdx.y, nc = gridDim.x;
     const float *x = logits + (long)r * ld;
@@ -153,20 +160,8 @@ __global__ void __launch_bounds__(SUM_THREADS) argmax_kernel(const float *__rest
         for (int w = 1; w < SUM_THREADS / 32; w++) arg_merge(v, idx, shv[w], shi[w]);
         part[(long)r * nc + c] = make_float2(v, __int_as_float(idx));
     }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned done = atomicAdd(count + r, 1u);
-        is_last = done == (unsigned)nc - 1;
-        if (is_last) count[r] = 0;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
     __shared__ float2 pk[SUM_MAX_CHUNKS];
-    for (int k = threadIdx.x; k < nc; k += SUM_THREADS) pk[k] = __ldcg(&part[(long)r * nc + k]);
-    __syncthreads();
-    if (threadIdx.x) return;
+    if (!gather_row(part, count, r, nc, pk) || threadIdx.x) return;
     float bv = 0.0f;
     int bi = -1;
     for (int k = 0; k < nc; k++) arg_merge(bv, bi, pk[k].x, __float_as_int(pk[k].y));
