@@ -328,6 +328,18 @@ static void spec_pair(const char *target, const char *other, int n_jobs)
         a0 += ac;
     }
     spec_fixed = 0;
+    /* Adaptive depth (the planner's per-position acceptance and cost fit
+     * choose each row's depth, which varies from iteration to iteration):
+     * still the plain tokens, with the mostly rejected draft, in a batch. */
+    {
+        draft_kind = TERN_DRAFT_MODEL;
+        draft_model = oth;
+        long dr = 0, ac = 0;
+        char what[4200];
+        snprintf(what, sizeof what, "%s drafted by %s, adaptive depth, batched", target, other);
+        run_against(m, spec_got, spec_ref, n_jobs, 1, what, &dr, &ac, 0);
+        CHECK_MSG(dr > 0, "%s: adaptive depth never drafted", target);
+    }
     /* Tail split over a cached prompt: 65 tokens, the second run finds its
      * first 64 (two whole blocks) cached, so its prefill has nothing left
      * to feed and the last prompt token heads the first verify. */
