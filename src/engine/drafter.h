@@ -15,9 +15,12 @@
  * Lifecycle: the scheduler's drafter is set up once (init) and torn down
  * with the engine (destroy). Per row: open at admission (fallible, before
  * the row commits; a row whose open fails runs without speculation) ->
- * draft ... commit ... -> close. Drafting is per row (draft) or for all the
+ * draft ... -> close. Drafting is per row (draft) or for all the
  * iteration's speculating rows at once (draft_rows, for drafters that batch:
- * a draft model runs one forward per draft depth over every row).
+ * a draft model runs one forward per draft depth over every row). What was
+ * kept needs no call of its own: each draft gets the row's whole history,
+ * from which a drafter with state re-synchronises (the draft model cuts its
+ * KV where it no longer matches and feeds what is missing).
  * Ownership: open returns an owned row state freed by close; histories are
  * borrowed for the call. */
 #ifndef TERN_ENGINE_DRAFTER_H
@@ -65,9 +68,6 @@ typedef struct {
     /* Batched form; optional (NULL: draft per row). Never fails: a row that
      * cannot be drafted gets n_out = 0. */
     void (*draft_rows)(tern_drafter *d, tern_draft_job *jobs, int n);
-    /* The row's history had n_hist tokens when drafted tokens were proposed
-     * and accepted of them were kept; optional. */
-    void (*commit)(tern_drafter *d, void *state, int n_hist, int drafted, int accepted);
     void (*close)(tern_drafter *d, void *state);
     void (*destroy)(tern_drafter *d);   /* optional */
 } tern_drafter_vtable;
