@@ -13,7 +13,9 @@
 # benchab (tern bench under each environment of the ;-separated list AB,
 # by default: defaults, then each decode-pass feature off in turn:
 # TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all three, defaults
-# again), prof (TERN_CUDA_PROF=1: device time per class of op, decode).
+# again), prof (TERN_CUDA_PROF=1: device time per class of op, decode), gguf (the same weights as
+# an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
+# llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1).
 # Logs of ops go to $OUT when set.
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
@@ -47,6 +49,9 @@ for ph in "$@"; do
       echo "--- ${v:-defaults}"
       env $v TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
     done ;;
+  gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
+  llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"
+    for r in 1 2; do "$D/llama/llama-bench" -m /tmp/q8b-f16.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E "qwen3|error" ; done ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;
   esac
 done

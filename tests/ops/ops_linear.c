@@ -122,6 +122,15 @@ static void gate_up_case(tern_dtype wdt, tern_cuda_act act, int M, int K, int F)
         ops_ok(tern_cuda_silu_mul(ops_cuda, dg, du, (long)M * F), name);
         ops_get(sep, dg, (size_t)M * F * 4);
         ops_same("  fused == matmul, matmul, silu_mul", got, sep, (long)M * F);
+        if (M > 1) {
+            for (int m = 0; m < M; m++)
+                ops_ok(tern_cuda_gate_up(ops_cuda, act, dx + (long)m * K, 1, K, dwg, dwu, wdt, F, dh + (long)m * F),
+                       name);
+            ops_get(sep, dh, (size_t)M * F * 4);
+            char n2[200];
+            snprintf(n2, sizeof n2, "  rows alone == in batch of %d", M);
+            ops_same(n2, sep, got, (long)M * F);
+        }
         free(sep);
     }
     tern_cuda_free(ops_cuda, dx); tern_cuda_free(ops_cuda, dh); tern_cuda_free(ops_cuda, dg);
@@ -141,6 +150,18 @@ void ops_linear(void)
                 matmul_case(dts[d], TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, M, K, N, mi == 2);
                 if (dts[d] == TERN_DT_BF16) matmul_case(dts[d], TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, M, K, N, 0);
             }
+    /* bf16 weights past the small-batch kernel (the tensor-core GEMM for
+     * M > 64: its rows alone run the small-batch kernel, so the check of
+     * rows alone is the check that both kernels agree bit for bit), and K
+     * whose 32-element blocks split into uneven or empty quarters. */
+    static const int big[][3] = {{65, 256, 64}, {130, 4096, 1030}, {300, 512, 136}, {97, 96, 40}, {70, 32, 9},
+                                 {129, 4128, 200}, {64, 160, 72}, {33, 96, 40}};
+    for (int i = 0; i < 8; i++) {
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, big[i][0], big[i][1], big[i][2], i & 1);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, big[i][0], big[i][1], big[i][2], 0);
+    }
+    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 100, 512, 96);
+    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 70, 256, 40);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, 40, 4096, 1030, 0);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, 64, 1032, 77, 1);
     for (int d = 0; d < 3; d++) {

@@ -46,20 +46,35 @@ void ops_time(void)
 {
     static const struct { const char *what; int K, N; } mm[] = {
         {"qkv (fused)", 4096, 6144}, {"o", 4096, 4096}, {"down", 12288, 4096}, {"lm_head", 4096, 151936}};
-    static const int Ms[] = {1, 4, 16};
-    float *x = dev_random(16L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(16L * 151936 * 4);
+    static const int Ms[] = {1, 4, 16, 32, 64, 65, 512};
+    enum { NM = sizeof Ms / sizeof *Ms };
+    float *x = dev_random(512L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(64L * 151936 * 4);
     float *nwf = dev_random(4096, TERN_DT_F32, 40), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(12288));
     float ms;
-    printf("%-22s %3s %10s %9s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s");
+    printf("%-22s %3s %10s %9s %8s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s",
+           "TFLOP/s");
     for (int i = 0; i < 4; i++) {
         double gb = (double)mm[i].K * mm[i].N * 2 / 1e9;
         int nc = copies_for(gb * 1e9);
         void *w[MAXC];
         for (int k = 0; k < nc; k++) w[k] = dev_random((long)mm[i].K * mm[i].N, TERN_DT_BF16, 2 + i + 100 * k);
-        for (int m = 0; m < 3; m++) {
-            TIME_ROT(ms, nc, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K,
-                                              w[i_ % nc], TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, NULL));
-            printf("%-22s %3d %10.1f %9.0f\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3));
+        for (int m = 0; m < NM; m++) {
+            if (mm[i].N > 100000 && Ms[m] > 64) continue;
+            for (int bf = 0; bf < (Ms[m] > 64 ? 2 : 1); bf++) {
+                tern_cuda_act act = bf ? TERN_CUDA_ACT_BF16 : TERN_CUDA_ACT_F32;
+                TIME_ROT(ms, nc, tern_cuda_matmul(ops_cuda, act, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K, w[i_ % nc],
+                                                  TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, NULL));
+                printf("%-22s %3d %10.1f %9.0f %8.1f%s\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3),
+                       2.0 * Ms[m] * mm[i].K * mm[i].N / (ms / 1e3) / 1e12, bf ? "  (bf16 activations)" : "");
+            }
+            if (Ms[m] == 512) {
+                void *bt = ops_dev_zero(tern_cuda_matmul_tmp_bytes(TERN_CUDA_MM_CUBLAS, 512, mm[i].K, mm[i].N));
+                TIME_ROT(ms, nc, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, x, 512, mm[i].K,
+                                                  w[i_ % nc], TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, bt));
+                printf("%-22s %3d %10.1f %9.0f %8.1f  (cuBLAS, bf16 activations)\n", mm[i].what, 512, ms * 1e3,
+                       gb / (ms / 1e3), 2.0 * 512 * mm[i].K * mm[i].N / (ms / 1e3) / 1e12);
+                tern_cuda_free(ops_cuda, bt);
+            }
         }
         if (mm[i].K == 4096) {
             TIME_ROT(ms, nc, tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, w[i_ % nc], TERN_DT_BF16, mm[i].N,
@@ -76,11 +91,14 @@ void ops_time(void)
             wg[k] = dev_random(4096L * 12288, TERN_DT_BF16, 7 + 100 * k);
             wu[k] = dev_random(4096L * 12288, TERN_DT_BF16, 8 + 100 * k);
         }
-        for (int m = 0; m < 3; m++) {
+        float *h = ops_dev_zero(512L * 12288 * 4);
+        for (int m = 0; m < NM; m++) {
             TIME_ROT(ms, nc, tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, x, Ms[m], 4096, wg[i_ % nc], wu[i_ % nc],
-                                               TERN_DT_BF16, 12288, y));
-            printf("%-22s %3d %10.1f %9.0f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3));
+                                               TERN_DT_BF16, 12288, h));
+            printf("%-22s %3d %10.1f %9.0f %8.1f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3),
+                   2.0 * 2 * Ms[m] * 4096 * 12288 / (ms / 1e3) / 1e12);
         }
+        tern_cuda_free(ops_cuda, h);
         TIME_ROT(ms, nc, tern_cuda_gate_up_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, wg[i_ % nc], wu[i_ % nc],
                                                 TERN_DT_BF16, 12288, y, ntmp));
         printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));

@@ -24,6 +24,10 @@ struct tern_cuda {
     int prefetch;            /* TERN_CUDA_PREFETCH: bytes of its first weight rows each matrix warp prefetches
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
+    int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
+    int mma_skinny;          /* TERN_CUDA_MMA_SKINNY: most rows for the small-batch kernel (1..64, default 64) */
+    void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
+    size_t mma_tmp_bytes;
     char desc[320];
 };
 
@@ -181,5 +185,12 @@ __device__ __forceinline__ float warp_sum(float v)
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
 }
+
+/* The tensor-core path (mma_gemm.cu): taken by bf16 weights with K a
+ * multiple of 32 (a rule on K alone, so a row's bits never depend on M). */
+extern "C" int tern_cuda_mma_takes(const tern_cuda *c, tern_dtype wdt, int K);
+extern "C" tern_status tern_cuda_mma(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_w,
+                                     const void *d_wu, int N, float *d_y, int ldy, int accumulate, const float *d_nw,
+                                     float eps);
 
 #endif

@@ -437,6 +437,7 @@ static tern_status gate_up_any(tern_cuda *c, tern_cuda_act act, const float *d_x
     if (K % 8 || M < 0) return tern_error(TERN_E_INVALID, "cuda gate_up: K=%d must be a multiple of 8", K);
     bool rnd = act == TERN_CUDA_ACT_BF16;
     if (d_nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: the folded norm takes float32 activations");
+    if (tern_cuda_mma_takes(c, wdt, K)) return tern_cuda_mma(c, act, d_x, M, K, d_wg, d_wu, F, d_h, F, 0, d_nw, eps);
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
         const float *x = d_x + (long)m0 * K, *nw = d_nw;

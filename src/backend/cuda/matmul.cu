@@ -1,6 +1,7 @@
-/* tern_cuda_matmul: the own matrix-vector kernel over 16-row tiles
- * (gemv.cu, batch-invariant), or cuBLAS for prefill-sized M when the caller
- * asks for it. */
+/* tern_cuda_matmul: bf16 weights with K a multiple of 32 on the tensor
+ * cores for every M (mma.cuh: one order, whichever kernel runs); other
+ * weights on the own matrix-vector kernel over 16-row tiles (gemv.cu); both
+ * batch-invariant. cuBLAS for prefill-sized M when the caller asks for it. */
 #include "backend/cuda/common.cuh"
 
 tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x, int m, int K, const void *w,
@@ -64,6 +65,7 @@ extern "C" tern_status tern_cuda_matmul(tern_cuda *c, tern_cuda_act act, tern_cu
             return tern_error(TERN_E_INTERNAL, "cuda matmul: cublasGemmEx failed (status %d)", (int)bs);
         return TERN_OK;
     }
+    if (tern_cuda_mma_takes(c, wdt, K)) return tern_cuda_mma(c, act, d_x, M, K, d_w, NULL, N, d_y, ldy, accumulate, NULL, 0.0f);
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
         tern_status st = tern_cuda_gemv_tile(c, act, d_x + (long)m0 * K, m, K, d_w, wdt, N, d_y + (long)m0 * ldy, ldy,
@@ -79,6 +81,8 @@ extern "C" tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int
     if (K % 8 || M < 0 || N <= 0 || ldy < N || !d_nw)
         return tern_error(TERN_E_INVALID, "cuda matmul_norm: bad shape M=%d K=%d N=%d ldy=%d (K must be a multiple of 8)",
                           M, K, N, ldy);
+    if (tern_cuda_mma_takes(c, wdt, K))
+        return tern_cuda_mma(c, TERN_CUDA_ACT_F32, d_x, M, K, d_w, NULL, N, d_y, ldy, 0, d_nw, eps);
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;
         tern_status st = tern_cuda_gemv_tile(c, TERN_CUDA_ACT_F32, d_x + (long)m0 * K, m, K, d_w, wdt, N,

@@ -1,0 +1,110 @@
+/* The tensor-core products' arithmetic (bf16 weights, internal): one
+ * definition of the per-element order, shared by the small-batch kernel
+ * (mma_skinny.cu, one weight pass for up to 64 rows) and the tiled GEMM
+ * (mma_gemm.cu, prefill), so that an output's bits depend on K, its row of
+ * x and its weight row only, never on M or on which kernel ran.
+ *
+ * y[m, n] = x[m, :] . w[n, :] for x float32 and w bf16:
+ *   - x is split into hi = bf16(x) and lo = bf16(x - hi) (round to nearest
+ *     even), so that hi + lo keeps 16 of float32's 24 mantissa bits and
+ *     products with hi and lo are exact in float32; with bf16 activations
+ *     (TERN_CUDA_ACT_BF16) x is rounded to bf16 and lo is zero (not run).
+ *     The folded RMSNorm multiplies x by its weight (float32) before the
+ *     split and scales the output by 1 / rms(x).
+ *   - K is cut into blocks of 32; the blocks into MMA_QUARTERS ranges
+ *     [q nb / 4, (q + 1) nb / 4) of nb = K / 32 blocks.
+ *   - Quarter q's partial p_q starts at +0 and takes, for each of its
+ *     blocks in order, two m16n8k16 steps, each as mma(hi) then mma(lo).
+ *     Lane (g = lane / 4, t = lane % 4) holds elements 8t .. 8t+7 of a
+ *     block as four bf16 pairs r0..r3; step 0 puts r0 in the k slots
+ *     (2t, 2t+1) and r1 in (2t+8, 2t+9), step 1 r2 and r3. A and B use the
+ *     same slots, so the sum is x . w in an order fixed by the hardware.
+ *   - y = ((p_0 + p_1) + p_2) + p_3 in float32, then the epilogue (norm
+ *     scale, residual add, SwiGLU).
+ * The sum of squares of the folded norm follows the same cut: per quarter
+ * and lane t, x[8t + e]^2 added by fmaf over the quarter's blocks in order
+ * and e = 0..7; the four lanes by the butterfly (xor 1, then xor 2); the
+ * quarters in order. */
+#ifndef TERN_BACKEND_CUDA_MMA_CUH
+#define TERN_BACKEND_CUDA_MMA_CUH
+
+#include "backend/cuda/norm.cuh"
+
+enum { MMA_QUARTERS = 4, MMA_KB = 32 };
+
+/* First 32-element block of quarter q of nb blocks (q = 4: nb). */
+__host__ __device__ __forceinline__ int mma_quarter(int nb, int q) { return (int)((long)nb * q / MMA_QUARTERS); }
+
+__device__ __forceinline__ uint32_t mma_pack(float a, float b)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* a in the low half: the lower k index */
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+__device__ __forceinline__ float2 mma_unpack(uint32_t u)
+{
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+
+/* Eight consecutive floats of x into hi (and lo when LO) bf16 pairs. */
+template <bool LO>
+__device__ __forceinline__ void mma_split8(const float v[8], uint32_t hi[4], uint32_t lo[4])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        hi[i] = mma_pack(v[2 * i], v[2 * i + 1]);
+        if (LO) {
+            float2 h = mma_unpack(hi[i]);
+            lo[i] = mma_pack(__fsub_rn(v[2 * i], h.x), __fsub_rn(v[2 * i + 1], h.y));
+        } else {
+            lo[i] = 0u;
+        }
+    }
+}
+
+__device__ __forceinline__ uint4 mma_split8_lo(const float v[8], uint4 *hi)
+{
+    uint32_t h[4], l[4];
+    mma_split8<true>(v, h, l);
+    *hi = make_uint4(h[0], h[1], h[2], h[3]);
+    return make_uint4(l[0], l[1], l[2], l[3]);
+}
+
+__device__ __forceinline__ void mma16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One 32-element block into acc (a 16 x 8 tile: rows g and g + 8, columns
+ * 2t and 2t + 1): ah / al are the hi / lo pairs of rows g (index 0) and
+ * g + 8 (index 1), b the weight column's pairs. */
+template <bool LO>
+__device__ __forceinline__ void mma_block(float acc[4], const uint32_t ah[2][4], const uint32_t al[2][4],
+                                          const uint32_t b[4])
+{
+    mma16816(acc, ah[0][0], ah[1][0], ah[0][1], ah[1][1], b[0], b[1]);
+    if (LO) mma16816(acc, al[0][0], al[1][0], al[0][1], al[1][1], b[0], b[1]);
+    mma16816(acc, ah[0][2], ah[1][2], ah[0][3], ah[1][3], b[2], b[3]);
+    if (LO) mma16816(acc, al[0][2], al[1][2], al[0][3], al[1][3], b[2], b[3]);
+}
+
+/* The four lanes t of a lane group summed by the fixed butterfly (every
+ * lane of the group gets the same bits: float addition commutes). */
+__device__ __forceinline__ float mma_sum4(float v)
+{
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+/* silu(g) * u, as the CPU's scalar path and gemv.cu write it. */
+__device__ __forceinline__ float mma_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* Scratch of the GEMM path (mma_gemm.cu), grown on demand outside graph
+ * capture; owned by the context. */
+tern_status tern_cuda_mma_scratch(tern_cuda *c, size_t bytes, void **out);
+
+#endif

@@ -1,0 +1,285 @@
+/* Tensor-core GEMM for prefill-sized products (more than 64 rows) in the
+ * order of mma.cuh, and the dispatch between it and the small-batch kernel
+ * (mma_skinny.cu).
+ *
+ * A prep kernel splits x (times the norm weight, when folded) into bf16 hi
+ * and lo arrays and forms 1 / rms per row in mma.cuh's order. The GEMM
+ * tiles y by 64 x 128 (eight warps of 32 x 32), streams 32-element k
+ * blocks of hi, lo and w through a four-stage cp.async pipeline in shared
+ * memory, and keeps two accumulator sets per output: the running quarter's
+ * partial and the sum of the finished quarters. Every output therefore
+ * takes the same steps as in the small-batch kernel. */
+#include "backend/cuda/mma.cuh"
+
+tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu,
+                                 int N, float *y, int ldy, int accumulate, const float *nw, float eps);
+
+/* Block tile GM_BM x GM_BN, eight warps of GM_WM x 32 (2 x 4), GM_STAGES
+ * k blocks in flight. */
+enum { GM_BM = 64, GM_BN = 128, GM_WM = GM_BM / 2, GM_MI = GM_WM / 16, GM_STAGES = 4, GM_THREADS = 256,
+       GM_ATILE = GM_BM * MMA_KB, GM_BTILE = GM_BN * MMA_KB /* bf16 per stage and matrix */ };
+
+static size_t gm_stage(bool lo) { return (size_t)((lo ? 2 : 1) * GM_ATILE + GM_BTILE); }
+static size_t gm_smem(bool lo) { return (size_t)GM_STAGES * gm_stage(lo) * sizeof(uint16_t); }
+
+/* ---- prep: hi / lo of x, 1 / rms ----------------------------------------- */
+
+/* 16 threads per row, (quarter q, lane t) as in the small-batch kernel. */
+template <bool LO, bool NORM>
+__global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw, float eps,
+                                uint16_t *__restrict__ hi, uint16_t *__restrict__ lo, float *__restrict__ inv)
+{
+    wait_prior_grid();
+    int row = blockIdx.x * 8 + (threadIdx.x >> 4), sub = threadIdx.x & 15, q = sub >> 2, t = sub & 3;
+    int nb = K / MMA_KB, kb0 = mma_quarter(nb, q), kb1 = mma_quarter(nb, q + 1);
+    float ss = 0.0f;
+    if (row < M) {
+        const float *xr = x + (size_t)row * K;
+        for (int kb = kb0; kb < kb1; kb++) {
+            int k = kb * MMA_KB + 8 * t;
+            float4 a = __ldg(reinterpret_cast<const float4 *>(xr + k)), b = __ldg(reinterpret_cast<const float4 *>(xr + k) + 1);
+            float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            if (NORM) {
+                float4 n0 = __ldg(reinterpret_cast<const float4 *>(nw + k)), n1 = __ldg(reinterpret_cast<const float4 *>(nw + k) + 1);
+                float nv[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    ss = fmaf(v[e], v[e], ss);
+                    v[e] = __fmul_rn(v[e], nv[e]);
+                }
+            }
+            uint32_t h[4], l[4];
+            mma_split8<LO>(v, h, l);
+            *reinterpret_cast<uint4 *>(hi + (size_t)row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
+            if (LO) *reinterpret_cast<uint4 *>(lo + (size_t)row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
+        }
+    }
+    if (NORM) {
+        float s = mma_sum4(ss);
+        int base = threadIdx.x & 16;
+        float q0 = __shfl_sync(0xffffffffu, s, base), q1 = __shfl_sync(0xffffffffu, s, base + 4);
+        float q2 = __shfl_sync(0xffffffffu, s, base + 8), q3 = __shfl_sync(0xffffffffu, s, base + 12);
+        if (sub == 0 && row < M) inv[row] = rms_inv(__fadd_rn(__fadd_rn(__fadd_rn(q0, q1), q2), q3), K, eps);
+    }
+}
+
+/* ---- the GEMM ------------------------------------------------------------ */
+
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool fill)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    int n = fill ? 16 : 0; /* 0: the 16 bytes are zeroed */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+struct gm_args {
+    const uint16_t *hi, *lo; /* [M, K] bf16 (lo unused without LO) */
+    int M, K;
+    const uint16_t *w;       /* [N, K] bf16 */
+    int N;
+    float *y;
+    int ldy, accumulate;
+    const float *inv;        /* NORM: [M] */
+};
+
+template <bool LO, bool NORM>
+__global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
+{
+    extern __shared__ uint4 gm_smem4[];
+    uint16_t *sm = reinterpret_cast<uint16_t *>(gm_smem4);
+    constexpr int STAGE = (LO ? 2 : 1) * GM_ATILE + GM_BTILE; /* per stage: hi, (lo,) w */
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int wm = warp >> 2, wn = warp & 3;
+    int m0 = blockIdx.y * GM_BM, n0 = blockIdx.x * GM_BN, nb = a.K / MMA_KB;
+    /* Thread tid copies 16-byte piece c % 4 of row c / 4 for chunks c = tid
+     * (+ 256 ...) of each tile: one of x's 64 x 32, two of w's 128 x 32. */
+    auto issue = [&](int kb, int st) {
+        uint16_t *base = sm + (size_t)st * STAGE;
+        {
+            int r = tid >> 2, p = tid & 3;
+            int ar = m0 + r < a.M ? m0 + r : 0;
+            size_t ak = (size_t)ar * a.K + (size_t)kb * MMA_KB + 8 * p;
+            cp16(base + r * MMA_KB + 8 * p, a.hi + ak, m0 + r < a.M);
+            if (LO) cp16(base + GM_ATILE + r * MMA_KB + 8 * p, a.lo + ak, m0 + r < a.M);
+        }
+        uint16_t *bs = base + (LO ? 2 : 1) * GM_ATILE;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int c = tid + h * GM_THREADS, r = c >> 2, p = c & 3;
+            int wrow = n0 + r < a.N ? n0 + r : a.N - 1;
+            cp16(bs + r * MMA_KB + 8 * p, a.w + (size_t)wrow * a.K + (size_t)kb * MMA_KB + 8 * p, true);
+        }
+    };
+    wait_prior_grid();
+#pragma unroll
+    for (int s = 0; s < GM_STAGES - 1; s++) {
+        if (s < nb) issue(s, s);
+        cp_commit();
+    }
+    float P[GM_MI][4][4], T[GM_MI][4][4];
+#pragma unroll
+    for (int i = 0; i < GM_MI; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) P[i][j][e] = T[i][j][e] = 0.0f;
+    int q = 0;
+    auto close_quarters = [&](int done) { /* quarters whose blocks are all in (done blocks) */
+        while (q < MMA_QUARTERS && mma_quarter(nb, q + 1) <= done) {
+#pragma unroll
+            for (int i = 0; i < GM_MI; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        T[i][j][e] = q ? __fadd_rn(T[i][j][e], P[i][j][e]) : P[i][j][e];
+                        P[i][j][e] = 0.0f;
+                    }
+            q++;
+        }
+    };
+    close_quarters(0);
+    for (int kb = 0; kb < nb; kb++) {
+        cp_wait<GM_STAGES - 2>();
+        __syncthreads();
+        int nk = kb + GM_STAGES - 1;
+        if (nk < nb) issue(nk, nk % GM_STAGES);
+        cp_commit();
+        const uint16_t *base = sm + (size_t)(kb % GM_STAGES) * STAGE;
+        const uint16_t *Ah = base, *Al = base + GM_ATILE, *Bs = base + (LO ? 2 : 1) * GM_ATILE;
+        uint32_t b[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            uint4 v = *reinterpret_cast<const uint4 *>(Bs + (wn * 32 + 8 * j + g) * MMA_KB + 8 * t);
+            b[j][0] = v.x, b[j][1] = v.y, b[j][2] = v.z, b[j][3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < GM_MI; i++) {
+            uint32_t ah[2][4], al[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int r = wm * GM_WM + 16 * i + g + 8 * h;
+                uint4 v = *reinterpret_cast<const uint4 *>(Ah + r * MMA_KB + 8 * t);
+                ah[h][0] = v.x, ah[h][1] = v.y, ah[h][2] = v.z, ah[h][3] = v.w;
+                if (LO) {
+                    uint4 w = *reinterpret_cast<const uint4 *>(Al + r * MMA_KB + 8 * t);
+                    al[h][0] = w.x, al[h][1] = w.y, al[h][2] = w.z, al[h][3] = w.w;
+                } else {
+                    al[h][0] = al[h][1] = al[h][2] = al[h][3] = 0u;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) mma_block<LO>(P[i][j], ah, al, b[j]);
+        }
+        close_quarters(kb + 1);
+    }
+    cp_wait<0>();
+#pragma unroll
+    for (int i = 0; i < GM_MI; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = m0 + wm * GM_WM + 16 * i + g + 8 * h;
+            if (r >= a.M) continue;
+            float sc = NORM ? a.inv[r] : 1.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int n = n0 + wn * 32 + 8 * j + 2 * t + e;
+                    if (n >= a.N) continue;
+                    float v = T[i][j][2 * h + e];
+                    if (NORM) v = __fmul_rn(v, sc);
+                    float *yp = a.y + (size_t)r * a.ldy + n;
+                    *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
+                }
+        }
+}
+
+template <bool LO, bool NORM>
+static tern_status gm_launch(tern_cuda *c, const gm_args &a)
+{
+    auto kern = mma_gemm_kernel<LO, NORM>;
+    static int ready; /* one value per instance; a race only sets it twice */
+    size_t smem = gm_smem(LO);
+    if (!ready) {
+        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "mma_gemm smem");
+        ready = 1;
+    }
+    dim3 grid((unsigned)((a.N + GM_BN - 1) / GM_BN), (unsigned)((a.M + GM_BM - 1) / GM_BM));
+    return launch(c, "mma_gemm", kern, grid, dim3(GM_THREADS), smem, a);
+}
+
+static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* hi, lo and inv of x in the context's scratch, then the GEMM into y
+ * (or into u, extra bytes past them, for the gate/up's second product). */
+static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu, int N,
+                             float *y, int ldy, int accumulate, const float *nw, float eps)
+{
+    size_t xs = up256((size_t)M * K * sizeof(uint16_t)), is = up256((size_t)M * sizeof(float));
+    size_t us = wu ? up256((size_t)M * N * sizeof(float)) : 0;
+    void *s = NULL;
+    tern_status st = tern_cuda_mma_scratch(c, 2 * xs + is + us, &s);
+    if (st) return st;
+    uint16_t *hi = (uint16_t *)s, *lo16 = (uint16_t *)((char *)s + xs);
+    float *inv = (float *)((char *)s + 2 * xs), *u = wu ? (float *)((char *)s + 2 * xs + is) : NULL;
+    dim3 pg((unsigned)((M + 7) / 8)), pb(128);
+    if (nw) st = lo ? launch(c, "mma_prep", mma_prep_kernel<true, true>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv)
+                    : launch(c, "mma_prep", mma_prep_kernel<false, true>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv);
+    else st = lo ? launch(c, "mma_prep", mma_prep_kernel<true, false>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv)
+                 : launch(c, "mma_prep", mma_prep_kernel<false, false>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv);
+    if (st) return st;
+    for (int pass = 0; pass < (wu ? 2 : 1); pass++) {
+        gm_args a = {hi, lo16, M, K, (const uint16_t *)(pass ? wu : w), N, pass ? u : y, wu ? N : ldy,
+                     wu ? 0 : accumulate, inv};
+        if (nw) st = lo ? gm_launch<true, true>(c, a) : gm_launch<false, true>(c, a);
+        else st = lo ? gm_launch<true, false>(c, a) : gm_launch<false, false>(c, a);
+        if (st) return st;
+    }
+    return wu ? tern_cuda_silu_mul(c, y, u, (long)M * N) : TERN_OK;
+}
+
+extern "C" int tern_cuda_mma_takes(const tern_cuda *c, tern_dtype wdt, int K)
+{
+    return c->mma && wdt == TERN_DT_BF16 && K >= MMA_KB && K % MMA_KB == 0;
+}
+
+/* The product for any M (the path depends on M, the bits do not). */
+extern "C" tern_status tern_cuda_mma(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_w,
+                                     const void *d_wu, int N, float *d_y, int ldy, int accumulate, const float *d_nw,
+                                     float eps)
+{
+    if (!tern_cuda_mma_takes(c, TERN_DT_BF16, K) || N <= 0 || M < 0 || ldy < N)
+        return tern_error(TERN_E_INVALID, "cuda mma: bad shape M=%d K=%d N=%d ldy=%d", M, K, N, ldy);
+    if (M == 0) return TERN_OK;
+    bool lo = act == TERN_CUDA_ACT_F32;
+    if (M <= c->mma_skinny) return tern_cuda_mma_skinny(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
+    return gemm_path(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
+}
+
+tern_status tern_cuda_mma_scratch(tern_cuda *c, size_t bytes, void **out)
+{
+    if (bytes > c->mma_tmp_bytes) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        CUDA_TRY(cudaStreamIsCapturing(c->stream, &cs), "mma scratch");
+        if (cs != cudaStreamCaptureStatusNone)
+            return tern_error(TERN_E_INTERNAL, "cuda mma: scratch of %zu bytes needed inside a graph capture", bytes);
+        CUDA_TRY(cudaStreamSynchronize(c->stream), "mma scratch");
+        if (c->mma_tmp) cudaFree(c->mma_tmp);
+        c->mma_tmp = NULL;
+        c->mma_tmp_bytes = 0;
+        cudaError_t e = cudaMalloc(&c->mma_tmp, bytes);
+        if (e != cudaSuccess) {
+            c->mma_tmp = NULL;
+            cudaGetLastError();
+            return tern_error(TERN_E_NOMEM, "cuda mma: cannot allocate %zu bytes of scratch: %s", bytes,
+                              cudaGetErrorString(e));
+        }
+        c->mma_tmp_bytes = bytes;
+    }
+    *out = c->mma_tmp;
+    return TERN_OK;
+}
