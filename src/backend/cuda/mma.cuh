@@ -11,29 +11,38 @@
  *     (TERN_CUDA_ACT_BF16) x is rounded to bf16 and lo is zero (not run).
  *     The folded RMSNorm multiplies x by its weight (float32) before the
  *     split and scales the output by 1 / rms(x).
- *   - K is cut into blocks of 32; the blocks into MMA_QUARTERS ranges
- *     [q nb / 4, (q + 1) nb / 4) of nb = K / 32 blocks.
- *   - Quarter q's partial p_q starts at +0 and takes, for each of its
+ *   - K is cut into blocks of 32; the blocks into MMA_PARTS = 8 ranges
+ *     [q nb / 8, (q + 1) nb / 8) of nb = K / 32 blocks.
+ *   - Part q's partial p_q starts at +0 and takes, for each of its
  *     blocks in order, two m16n8k16 steps, each as mma(hi) then mma(lo).
  *     Lane (g = lane / 4, t = lane % 4) holds elements 8t .. 8t+7 of a
  *     block as four bf16 pairs r0..r3; step 0 puts r0 in the k slots
  *     (2t, 2t+1) and r1 in (2t+8, 2t+9), step 1 r2 and r3. A and B use the
  *     same slots, so the sum is x . w in an order fixed by the hardware.
- *   - y = ((p_0 + p_1) + p_2) + p_3 in float32, then the epilogue (norm
- *     scale, residual add, SwiGLU).
- * The sum of squares of the folded norm follows the same cut: per quarter
- * and lane t, x[8t + e]^2 added by fmaf over the quarter's blocks in order
- * and e = 0..7; the four lanes by the butterfly (xor 1, then xor 2); the
- * quarters in order. */
+ *   - y = (..((p_0 + p_1) + p_2) ..) + p_7 in float32, then the epilogue
+ *     (norm scale, residual add, SwiGLU).
+ * The sum of squares of the folded norm follows the same cut: per part and
+ * lane t, x[8t + e]^2 added by fmaf over the part's blocks in order and
+ * e = 0..7; the four lanes by the butterfly (xor 1, then xor 2); the parts
+ * in order. */
 #ifndef TERN_BACKEND_CUDA_MMA_CUH
 #define TERN_BACKEND_CUDA_MMA_CUH
 
 #include "backend/cuda/norm.cuh"
 
-enum { MMA_QUARTERS = 4, MMA_KB = 32 };
+enum { MMA_PARTS = 8, MMA_KB = 32 };
 
-/* First 32-element block of quarter q of nb blocks (q = 4: nb). */
-__host__ __device__ __forceinline__ int mma_quarter(int nb, int q) { return (int)((long)nb * q / MMA_QUARTERS); }
+/* First 32-element block of part q of nb blocks (q = MMA_PARTS: nb). */
+__host__ __device__ __forceinline__ int mma_part(int nb, int q) { return (int)((long)nb * q / MMA_PARTS); }
+
+/* (..((v_0 + v_1) + v_2) ..) + v_7 of v[i * stride]. */
+__device__ __forceinline__ float mma_fold(const float *v, int stride)
+{
+    float s = v[0];
+#pragma unroll
+    for (int i = 1; i < MMA_PARTS; i++) s = __fadd_rn(s, v[i * stride]);
+    return s;
+}
 
 __device__ __forceinline__ uint32_t mma_pack(float a, float b)
 {

@@ -5,9 +5,10 @@
  * A prep kernel splits x (times the norm weight, when folded) into bf16 hi
  * and lo arrays and forms 1 / rms per row in mma.cuh's order. The GEMM
  * tiles y by 64 x 128 (eight warps of 32 x 32), streams 32-element k
- * blocks of hi, lo and w through a four-stage cp.async pipeline in shared
- * memory, and keeps two accumulator sets per output: the running quarter's
- * partial and the sum of the finished quarters. Every output therefore
+ * blocks of hi, lo and w through a cp.async pipeline (GM_STAGES stages of
+ * GM_KS blocks) in shared
+ * memory, and keeps two accumulator sets per output: the running part's
+ * partial and the sum of the finished parts. Every output therefore
  * takes the same steps as in the small-batch kernel. */
 #include "backend/cuda/mma.cuh"
 
@@ -16,22 +17,24 @@ tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, i
 
 /* Block tile GM_BM x GM_BN, eight warps of GM_WM x 32 (2 x 4), GM_STAGES
  * k blocks in flight. */
-enum { GM_BM = 64, GM_BN = 128, GM_WM = GM_BM / 2, GM_MI = GM_WM / 16, GM_STAGES = 4, GM_THREADS = 256,
-       GM_ATILE = GM_BM * MMA_KB, GM_BTILE = GM_BN * MMA_KB /* bf16 per stage and matrix */ };
+enum { GM_BM = 64, GM_BN = 128, GM_WM = GM_BM / 2, GM_MI = GM_WM / 16, GM_STAGES = 3, GM_KS = 2, GM_THREADS = 256,
+       GM_ATILE = GM_BM * MMA_KB, GM_BTILE = GM_BN * MMA_KB /* bf16 per 32-element block and matrix */ };
 
-static size_t gm_stage(bool lo) { return (size_t)((lo ? 2 : 1) * GM_ATILE + GM_BTILE); }
+/* A stage holds GM_KS blocks of 32: per block hi, (lo,) w. */
+static size_t gm_stage(bool lo) { return (size_t)GM_KS * ((lo ? 2 : 1) * GM_ATILE + GM_BTILE); }
 static size_t gm_smem(bool lo) { return (size_t)GM_STAGES * gm_stage(lo) * sizeof(uint16_t); }
 
 /* ---- prep: hi / lo of x, 1 / rms ----------------------------------------- */
 
-/* 16 threads per row, (quarter q, lane t) as in the small-batch kernel. */
+/* One warp per row, lane 4q + t as (part q, lane t) of the small-batch
+ * kernel. */
 template <bool LO, bool NORM>
 __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw, float eps,
                                 uint16_t *__restrict__ hi, uint16_t *__restrict__ lo, float *__restrict__ inv)
 {
     wait_prior_grid();
-    int row = blockIdx.x * 8 + (threadIdx.x >> 4), sub = threadIdx.x & 15, q = sub >> 2, t = sub & 3;
-    int nb = K / MMA_KB, kb0 = mma_quarter(nb, q), kb1 = mma_quarter(nb, q + 1);
+    int row = blockIdx.x * 4 + (threadIdx.x >> 5), sub = threadIdx.x & 31, q = sub >> 2, t = sub & 3;
+    int nb = K / MMA_KB, kb0 = mma_part(nb, q), kb1 = mma_part(nb, q + 1);
     float ss = 0.0f;
     if (row < M) {
         const float *xr = x + (size_t)row * K;
@@ -55,11 +58,10 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
         }
     }
     if (NORM) {
-        float s = mma_sum4(ss);
-        int base = threadIdx.x & 16;
-        float q0 = __shfl_sync(0xffffffffu, s, base), q1 = __shfl_sync(0xffffffffu, s, base + 4);
-        float q2 = __shfl_sync(0xffffffffu, s, base + 8), q3 = __shfl_sync(0xffffffffu, s, base + 12);
-        if (sub == 0 && row < M) inv[row] = rms_inv(__fadd_rn(__fadd_rn(__fadd_rn(q0, q1), q2), q3), K, eps);
+        float s = mma_sum4(ss), p[MMA_PARTS];
+#pragma unroll
+        for (int i = 0; i < MMA_PARTS; i++) p[i] = __shfl_sync(0xffffffffu, s, 4 * i);
+        if (sub == 0 && row < M) inv[row] = rms_inv(mma_fold(p, 1), K, eps);
     }
 }
 
@@ -90,14 +92,13 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
 {
     extern __shared__ uint4 gm_smem4[];
     uint16_t *sm = reinterpret_cast<uint16_t *>(gm_smem4);
-    constexpr int STAGE = (LO ? 2 : 1) * GM_ATILE + GM_BTILE; /* per stage: hi, (lo,) w */
+    constexpr int SUB = (LO ? 2 : 1) * GM_ATILE + GM_BTILE, STAGE = GM_KS * SUB; /* per block: hi, (lo,) w */
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int wm = warp >> 2, wn = warp & 3;
     int m0 = blockIdx.y * GM_BM, n0 = blockIdx.x * GM_BN, nb = a.K / MMA_KB;
     /* Thread tid copies 16-byte piece c % 4 of row c / 4 for chunks c = tid
      * (+ 256 ...) of each tile: one of x's 64 x 32, two of w's 128 x 32. */
-    auto issue = [&](int kb, int st) {
-        uint16_t *base = sm + (size_t)st * STAGE;
+    auto issue_block = [&](int kb, uint16_t *base) {
         {
             int r = tid >> 2, p = tid & 3;
             int ar = m0 + r < a.M ? m0 + r : 0;
@@ -113,10 +114,16 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
             cp16(bs + r * MMA_KB + 8 * p, a.w + (size_t)wrow * a.K + (size_t)kb * MMA_KB + 8 * p, true);
         }
     };
+    int nst = (nb + GM_KS - 1) / GM_KS;
+    auto issue = [&](int ks, int st) {
+#pragma unroll
+        for (int sb = 0; sb < GM_KS; sb++)
+            if (ks * GM_KS + sb < nb) issue_block(ks * GM_KS + sb, sm + (size_t)st * STAGE + sb * SUB);
+    };
     wait_prior_grid();
 #pragma unroll
     for (int s = 0; s < GM_STAGES - 1; s++) {
-        if (s < nb) issue(s, s);
+        if (s < nst) issue(s, s);
         cp_commit();
     }
     float P[GM_MI][4][4], T[GM_MI][4][4];
@@ -127,8 +134,8 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
 #pragma unroll
             for (int e = 0; e < 4; e++) P[i][j][e] = T[i][j][e] = 0.0f;
     int q = 0;
-    auto close_quarters = [&](int done) { /* quarters whose blocks are all in (done blocks) */
-        while (q < MMA_QUARTERS && mma_quarter(nb, q + 1) <= done) {
+    auto close_parts = [&](int done) { /* the parts whose blocks are all in (done blocks) */
+        while (q < MMA_PARTS && mma_part(nb, q + 1) <= done) {
 #pragma unroll
             for (int i = 0; i < GM_MI; i++)
 #pragma unroll
@@ -141,14 +148,18 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
             q++;
         }
     };
-    close_quarters(0);
-    for (int kb = 0; kb < nb; kb++) {
+    close_parts(0);
+    for (int ks = 0; ks < nst; ks++) {
         cp_wait<GM_STAGES - 2>();
         __syncthreads();
-        int nk = kb + GM_STAGES - 1;
-        if (nk < nb) issue(nk, nk % GM_STAGES);
+        int nk = ks + GM_STAGES - 1;
+        if (nk < nst) issue(nk, nk % GM_STAGES);
         cp_commit();
-        const uint16_t *base = sm + (size_t)(kb % GM_STAGES) * STAGE;
+#pragma unroll
+      for (int sb = 0; sb < GM_KS; sb++) {
+        int kb = ks * GM_KS + sb;
+        if (kb >= nb) break;
+        const uint16_t *base = sm + (size_t)(ks % GM_STAGES) * STAGE + sb * SUB;
         const uint16_t *Ah = base, *Al = base + GM_ATILE, *Bs = base + (LO ? 2 : 1) * GM_ATILE;
         uint32_t b[4][4];
 #pragma unroll
@@ -174,7 +185,8 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
 #pragma unroll
             for (int j = 0; j < 4; j++) mma_block<LO>(P[i][j], ah, al, b[j]);
         }
-        close_quarters(kb + 1);
+        close_parts(kb + 1);
+      }
     }
     cp_wait<0>();
 #pragma unroll
@@ -226,7 +238,7 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     if (st) return st;
     uint16_t *hi = (uint16_t *)s, *lo16 = (uint16_t *)((char *)s + xs);
     float *inv = (float *)((char *)s + 2 * xs), *u = wu ? (float *)((char *)s + 2 * xs + is) : NULL;
-    dim3 pg((unsigned)((M + 7) / 8)), pb(128);
+    dim3 pg((unsigned)((M + 3) / 4)), pb(128);
     if (nw) st = lo ? launch(c, "mma_prep", mma_prep_kernel<true, true>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv)
                     : launch(c, "mma_prep", mma_prep_kernel<false, true>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv);
     else st = lo ? launch(c, "mma_prep", mma_prep_kernel<true, false>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv)
