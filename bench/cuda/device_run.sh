@@ -51,7 +51,13 @@ for ph in "$@"; do
     done ;;
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
   llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"
-    for r in 1 2; do "$D/llama/llama-bench" -m /tmp/q8b-f16.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E "qwen3|error" ; done ;;
+    # llama.cpp links cuBLAS, cudart and NCCL dynamically: take them from wherever the machine has them.
+    LLP=$LD_LIBRARY_PATH
+    for l in $(ldd "$D/llama/llama-bench" | awk '/not found/{print $1}'); do
+      p=$(timeout 30 find /usr /opt /root /lib /lib64 -name "$l" 2>/dev/null | head -1); [ -n "$p" ] && LLP=$LLP:$(dirname "$p")
+    done
+    LD_LIBRARY_PATH=$LLP ldd "$D/llama/llama-bench" | grep "not found"
+    for r in 1 2; do LD_LIBRARY_PATH=$LLP "$D/llama/llama-bench" -m /tmp/q8b-f16.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E "qwen3|error|failed" ; done ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;
   esac
 done
