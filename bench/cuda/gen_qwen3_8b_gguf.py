@@ -11,6 +11,7 @@ tree (PYTHONPATH=.../llama.cpp/gguf-py).
 import argparse
 import json
 import os
+import sys
 
 import numpy as np
 import torch
@@ -18,31 +19,8 @@ from safetensors import safe_open
 
 import gguf
 
-NAMES = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-}
-
-
-def gguf_name(hf):
-    if hf == "model.embed_tokens.weight":
-        return "token_embd.weight"
-    if hf == "model.norm.weight":
-        return "output_norm.weight"
-    if hf == "lm_head.weight":
-        return "output.weight"
-    parts = hf.split(".")
-    return "blk.%s.%s" % (parts[2], NAMES[".".join(parts[3:])])
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gen"))
+from gen_gguf_models import gguf_name  # noqa: E402  (the fixtures' Hugging Face -> GGUF tensor names)
 
 def main():
     ap = argparse.ArgumentParser()
