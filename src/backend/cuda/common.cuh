@@ -187,7 +187,11 @@ __device__ __forceinline__ float warp_sum(float v)
 }
 
 /* The tensor-core path (mma_gemm.cu): taken by bf16 weights with K a
- * multiple of 32 (a rule on K alone, so a row's bits never depend on M). */
+ * multiple of 32 (a rule on K alone, so a row's bits never depend on M).
+ * tern_cuda_mma: y[M, ldy] = x[M, K] . w[N, K]^T (+= y with accumulate);
+ * with d_wu, y = silu(x . w^T) * (x . wu^T); with d_nw (float32 [K]), x is
+ * RMSNorm'd first (weight d_nw, eps). Every pointer is a borrowed device
+ * pointer; prefill-sized M uses the context's scratch. */
 extern "C" int tern_cuda_mma_takes(const tern_cuda *c, tern_dtype wdt, int K);
 extern "C" tern_status tern_cuda_mma(tern_cuda *c, tern_cuda_act act, const float *d_x, int M, int K, const void *d_w,
                                      const void *d_wu, int N, float *d_y, int ldy, int accumulate, const float *d_nw,

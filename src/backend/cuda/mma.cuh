@@ -113,7 +113,7 @@ __device__ __forceinline__ float mma_sum4(float v)
 __device__ __forceinline__ float mma_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 /* Scratch of the GEMM path (mma_gemm.cu), grown on demand outside graph
- * capture; owned by the context. */
+ * capture; owned by the context: *out is borrowed until the next call. */
 tern_status tern_cuda_mma_scratch(tern_cuda *c, size_t bytes, void **out);
 
 #endif
