@@ -16,6 +16,9 @@
 #   JOBS                 parallel build jobs (default: 2)
 #   LLAMACPP_TARGETS     CMake targets to build (default: llama-bench; e.g. add llama-server llama-quantize
 #                        llama-batched-bench)
+#   LLAMACPP_CUDA        1: build the CUDA baseline instead (sm_90, into $LLAMACPP_DIR/build-cuda; needs nvcc;
+#                        about 70 minutes on 2 cores; llama-bench is then 69 MB and links cuBLAS, cudart and
+#                        NCCL dynamically)
 set -euo pipefail
 
 LLAMACPP_DIR="${LLAMACPP_DIR:-$HOME/.cache/tern-bench/llama.cpp}"
@@ -55,6 +58,23 @@ if [ ! -f llama.cpp/CMakeLists.txt ]; then
     mv "extract/$top/vendor/llama.cpp" llama.cpp
     rm -rf extract
     basename "$sdist" > llama.cpp/.tern-bench-sdist
+fi
+
+# 3a. The CUDA baseline (LLAMACPP_CUDA=1): sm_90 kernels, static ggml, no CPU-native flags.
+if [ "${LLAMACPP_CUDA:-0}" = 1 ]; then
+    nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    [ -x "$nvcc" ] || { echo "setup_llamacpp: LLAMACPP_CUDA=1 needs nvcc" >&2; exit 1; }
+    cmake -S llama.cpp -B build-cuda \
+        -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+        -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
+        -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+        -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF
+    # shellcheck disable=SC2086
+    cmake --build build-cuda --config Release -j "$JOBS" --target $LLAMACPP_TARGETS
+    echo "setup_llamacpp: built:"
+    ls -l build-cuda/bin/
+    exit 0
 fi
 
 # 3. Configure and build: Release, CPU only, native ISA (AVX-512 / avx512_bf16 where present).
