@@ -5,18 +5,18 @@
  * A prep kernel splits x (times the norm weight, when folded) into bf16 hi
  * and lo arrays and forms 1 / rms per row in mma.cuh's order. The GEMM
  * tiles y by 64 x 128 (eight warps of 32 x 32), streams 32-element k
- * blocks of hi, lo and w through a cp.async pipeline (GM_STAGES stages of
- * GM_KS blocks) in shared
- * memory, and keeps two accumulator sets per output: the running part's
- * partial and the sum of the finished parts. Every output therefore
- * takes the same steps as in the small-batch kernel. */
+ * blocks of hi, lo and w through a cp.async pipeline in shared memory
+ * (GM_STAGES stages of GM_KS blocks), and keeps two accumulator sets per
+ * output: the running part's partial and the sum of the finished parts.
+ * Every output therefore takes the same steps as in the small-batch
+ * kernel. */
 #include "backend/cuda/mma.cuh"
 
 tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu,
                                  int N, float *y, int ldy, int accumulate, const float *nw, float eps);
 
 /* Block tile GM_BM x GM_BN, eight warps of GM_WM x 32 (2 x 4), GM_STAGES
- * k blocks in flight. */
+ * stages of GM_KS 32-element blocks in flight. */
 enum { GM_BM = 64, GM_BN = 128, GM_WM = GM_BM / 2, GM_MI = GM_WM / 16, GM_STAGES = 3, GM_KS = 2, GM_THREADS = 256,
        GM_ATILE = GM_BM * MMA_KB, GM_BTILE = GM_BN * MMA_KB /* bf16 per 32-element block and matrix */ };
 
