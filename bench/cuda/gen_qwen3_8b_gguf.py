@@ -20,7 +20,7 @@ from safetensors import safe_open
 import gguf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gen"))
-from gen_gguf_models import gguf_name  # noqa: E402  (the fixtures' Hugging Face -> GGUF tensor names)
+from gen_gguf_models import add_model_metadata, gguf_name  # noqa: E402  (the fixtures' GGUF writer parts)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -30,17 +30,7 @@ def main():
     a = ap.parse_args()
     cfg = json.load(open(os.path.join(a.hf_dir, "config.json")))
     w = gguf.GGUFWriter(a.out, "qwen3")
-    w.add_name("random Qwen3-8B shape")
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(4096)
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
-    w.add_rope_freq_base(float(cfg.get("rope_theta", 1e6)))
-    w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+    add_model_metadata(w, "random Qwen3-8B shape", cfg)
     w.add_vocab_size(cfg["vocab_size"])
     w.add_tokenizer_model("none")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if a.type == "f16" else gguf.LlamaFileType.MOSTLY_BF16)

@@ -111,14 +111,9 @@ def gguf_name(hf):
     return f"blk.{layer}.{NAMES[rest]}.{kind}"
 
 
-def make(fx):
-    src = os.path.join(SRC, fx["src"])
-    cfg = json.load(open(os.path.join(src, "config.json")))
-    weights = read_safetensors(os.path.join(src, "model.safetensors"))
-    path = os.path.join(OUT, fx["name"] + ".gguf")
-    arch = fx["arch"]
-    w = gguf.GGUFWriter(path, arch)
-    w.add_name(fx["name"])
+def add_model_metadata(w, name, cfg):
+    """The decoder's hyperparameters from a Hugging Face config.json."""
+    w.add_name(name)
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
@@ -131,6 +126,16 @@ def make(fx):
     rope = cfg.get("rope_parameters", {}).get("rope_theta", cfg.get("rope_theta", 10000.0))
     w.add_rope_freq_base(rope)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+
+
+def make(fx):
+    src = os.path.join(SRC, fx["src"])
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    weights = read_safetensors(os.path.join(src, "model.safetensors"))
+    path = os.path.join(OUT, fx["name"] + ".gguf")
+    arch = fx["arch"]
+    w = gguf.GGUFWriter(path, arch)
+    add_model_metadata(w, fx["name"], cfg)
     w.add_file_type(0 if fx["qtype"] == T.F32 else 7 if fx["qtype"] == T.Q8_0 else 2)
     tokens, merges, types = vocab()
     w.add_tokenizer_model("gpt2")

@@ -14,9 +14,10 @@ static void *dev_random(long n, tern_dtype dt, unsigned seed)
     return d;
 }
 
+/* expr may name i_ (the launch count), e.g. to rotate weight copies. */
 #define TIME_IT(ms, expr)                                              \
     do {                                                               \
-        for (int w_ = 0; w_ < 5; w_++) ops_ok((expr), #expr);          \
+        for (int i_ = 0; i_ < 5; i_++) ops_ok((expr), #expr);          \
         ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");               \
         for (int i_ = 0; i_ < 50; i_++) (expr);                        \
         ops_ok(tern_cuda_timer_elapsed(ops_cuda, &(ms)), "timer");     \
@@ -32,15 +33,6 @@ static int copies_for(double bytes)
     return n < 2 ? 2 : n > MAXC ? MAXC : n;
 }
 
-#define TIME_ROT(ms, nc, expr)                                         \
-    do {                                                               \
-        for (int i_ = 0; i_ < 5; i_++) ops_ok((expr), #expr);          \
-        ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");               \
-        for (int i_ = 0; i_ < 50; i_++) (expr);                        \
-        ops_ok(tern_cuda_timer_elapsed(ops_cuda, &(ms)), "timer");     \
-        (ms) /= 50;                                                    \
-        (void)(nc);                                                    \
-    } while (0)
 
 void ops_time(void)
 {
@@ -62,14 +54,14 @@ void ops_time(void)
             if (mm[i].N > 100000 && Ms[m] > 64) continue;
             for (int bf = 0; bf < (Ms[m] > 64 ? 2 : 1); bf++) {
                 tern_cuda_act act = bf ? TERN_CUDA_ACT_BF16 : TERN_CUDA_ACT_F32;
-                TIME_ROT(ms, nc, tern_cuda_matmul(ops_cuda, act, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K, w[i_ % nc],
+                TIME_IT(ms, tern_cuda_matmul(ops_cuda, act, TERN_CUDA_MM_OWN, x, Ms[m], mm[i].K, w[i_ % nc],
                                                   TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, NULL));
                 printf("%-22s %3d %10.1f %9.0f %8.1f%s\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3),
                        2.0 * Ms[m] * mm[i].K * mm[i].N / (ms / 1e3) / 1e12, bf ? "  (bf16 activations)" : "");
             }
             if (Ms[m] == 512) {
                 void *bt = ops_dev_zero(tern_cuda_matmul_tmp_bytes(TERN_CUDA_MM_CUBLAS, 512, mm[i].K, mm[i].N));
-                TIME_ROT(ms, nc, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, x, 512, mm[i].K,
+                TIME_IT(ms, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, x, 512, mm[i].K,
                                                   w[i_ % nc], TERN_DT_BF16, mm[i].N, y, mm[i].N, 0, bt));
                 printf("%-22s %3d %10.1f %9.0f %8.1f  (cuBLAS, bf16 activations)\n", mm[i].what, 512, ms * 1e3,
                        gb / (ms / 1e3), 2.0 * 512 * mm[i].K * mm[i].N / (ms / 1e3) / 1e12);
@@ -77,7 +69,7 @@ void ops_time(void)
             }
         }
         if (mm[i].K == 4096) {
-            TIME_ROT(ms, nc, tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, w[i_ % nc], TERN_DT_BF16, mm[i].N,
+            TIME_IT(ms, tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, w[i_ % nc], TERN_DT_BF16, mm[i].N,
                                                    y, mm[i].N, ntmp));
             printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));
         }
@@ -93,13 +85,13 @@ void ops_time(void)
         }
         float *h = ops_dev_zero(512L * 12288 * 4);
         for (int m = 0; m < NM; m++) {
-            TIME_ROT(ms, nc, tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, x, Ms[m], 4096, wg[i_ % nc], wu[i_ % nc],
+            TIME_IT(ms, tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, x, Ms[m], 4096, wg[i_ % nc], wu[i_ % nc],
                                                TERN_DT_BF16, 12288, h));
             printf("%-22s %3d %10.1f %9.0f %8.1f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3),
                    2.0 * 2 * Ms[m] * 4096 * 12288 / (ms / 1e3) / 1e12);
         }
         tern_cuda_free(ops_cuda, h);
-        TIME_ROT(ms, nc, tern_cuda_gate_up_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, wg[i_ % nc], wu[i_ % nc],
+        TIME_IT(ms, tern_cuda_gate_up_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, wg[i_ % nc], wu[i_ % nc],
                                                 TERN_DT_BF16, 12288, y, ntmp));
         printf("%-22s %3d %10.1f %9.0f\n", "  norm folded", 1, ms * 1e3, gb / (ms / 1e3));
         for (int k = 0; k < nc; k++) {
