@@ -25,7 +25,6 @@ struct tern_cuda {
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
-    int mma_skinny;          /* TERN_CUDA_MMA_SKINNY: most rows for the small-batch kernel (1..64, default 64) */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;
     char desc[320];
@@ -85,6 +84,41 @@ static tern_status launch(tern_cuda *c, const char *what, void (*kernel)(KArgs..
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
     if (e != cudaSuccess) return cuda_fail(e, what);
     return TERN_OK;
+}
+
+/* Resident blocks per multiprocessor of a kernel at a block size and
+ * dynamic shared memory, asked once per kernel and translation unit (a race
+ * between threads only asks twice; a half-written slot reads as 0, taken
+ * as 1). */
+static inline int blocks_per_sm(const void *kernel, int threads, size_t smem)
+{
+    enum { SLOTS = 64 };
+    static const void *fn[SLOTS];
+    static int n[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        if (fn[i] == kernel) return n[i] > 0 ? n[i] : 1;
+        if (!fn[i]) {
+            int b = 0;
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, smem) != cudaSuccess || b < 1) {
+                cudaGetLastError();
+                b = 1;
+            }
+            n[i] = b;
+            fn[i] = kernel;
+            return b;
+        }
+    }
+    return 1;
+}
+
+/* Grid of at most one wave of kernel's blocks (per block units_per_block
+ * slots, units of work in all): when the work exceeds a wave, just enough
+ * blocks that every slot takes the same number of units. */
+static inline dim3 one_wave(const void *kernel, int sms, int threads, size_t smem, long units, int units_per_block)
+{
+    long slots = (long)blocks_per_sm(kernel, threads, smem) * sms * units_per_block;
+    long per = (units + slots - 1) / slots, used = (units + per - 1) / per;
+    return dim3((unsigned)((used + units_per_block - 1) / units_per_block));
 }
 
 /* 16-byte streaming load that does not allocate in L1 (weights are read
@@ -178,6 +212,11 @@ static __device__ __forceinline__ float *kv_at(float *base, const tern_cuda_attn
     return base + (long)r.table[p / r.block_tokens] * r.block_stride + (long)h * r.head_stride +
            (p % r.block_tokens) * head_dim;
 }
+
+/* silu(g) * u, written as the CPU's scalar path does: the one definition
+ * the fused gate/up kernels and tern_cuda_silu_mul share (their bits must
+ * agree). */
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 __device__ __forceinline__ float warp_sum(float v)
 {

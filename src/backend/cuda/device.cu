@@ -46,10 +46,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->prefetch = pf ? atoi(pf) : 0;
     if (c->prefetch < 0) c->prefetch = 0;
     c->sms = p.multiProcessorCount;
-    const char *mm = getenv("TERN_CUDA_MMA"), *sk = getenv("TERN_CUDA_MMA_SKINNY");
+    const char *mm = getenv("TERN_CUDA_MMA");
     c->mma = mm ? atoi(mm) != 0 : 1;
-    c->mma_skinny = sk ? atoi(sk) : 64;
-    if (c->mma_skinny < 1 || c->mma_skinny > 64) c->mma_skinny = 64;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||

@@ -215,9 +215,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const float *__re
     }
 }
 
-/* silu(g) * u, written as the CPU's scalar path does. */
-__device__ __forceinline__ float silu_mul_1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 /* One warp per C consecutive outputs (C > 1 for several rows of x): the
  * gate and up rows of each, 2C weight rows sharing every x load. NORM as in
  * gemv_kernel (both products scaled before silu * up). */
@@ -272,55 +269,20 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gate_up_kernel(const float *_
                             a = __fmul_rn(a, na.rs[m]);
                             b = __fmul_rn(b, na.rs[m]);
                         }
-                        h[(long)m * F + n] = silu_mul_1(a, b);
+                        h[(long)m * F + n] = silu_mul(a, b);
                     }
             }
         }
     }
 }
 
-/* Resident blocks per multiprocessor of each kernel, asked once (a race
- * between threads only asks twice; a half-written slot reads as 0, which
- * the caller takes as 1). */
-static int blocks_per_sm(const void *kernel)
-{
-    enum { SLOTS = 64 };
-    static const void *fn[SLOTS];
-    static int n[SLOTS];
-    for (int i = 0; i < SLOTS; i++) {
-        if (fn[i] == kernel) return n[i];
-        if (!fn[i]) {
-            int b = 0;
-            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, GEMV_WARPS * 32, 0) != cudaSuccess || b < 1) {
-                cudaGetLastError();
-                b = 1;
-            }
-            n[i] = b;
-            fn[i] = kernel;
-            return b;
-        }
-    }
-    return 1;
-}
-
-/* At most one wave of kernel's blocks on c's device; when N exceeds a
- * wave's warps, just enough warps to give every warp the same number of
- * rows (ceil(N / wave)), so that no warp runs a last row alone (gate_up at
- * Qwen3-8B shape: 51.9 against 53.2 us). */
-template <typename Kern>
-static dim3 one_wave(tern_cuda *c, Kern kernel, int N)
-{
-    int per_sm = blocks_per_sm((const void *)kernel);
-    long wave_warps = (long)(per_sm > 0 ? per_sm : 1) * c->sms * GEMV_WARPS;
-    long per_warp = (N + wave_warps - 1) / wave_warps;
-    long warps = (N + per_warp - 1) / per_warp;
-    return dim3((unsigned)((warps + GEMV_WARPS - 1) / GEMV_WARPS));
-}
-
 template <typename... KArgs, typename... Args>
 static tern_status launch_wave(tern_cuda *c, const char *what, void (*kernel)(KArgs...), int N, Args... args)
 {
-    return launch(c, what, kernel, one_wave(c, kernel, N), dim3(GEMV_WARPS * 32), 0, args...);
+    /* Every warp the same number of rows, so that no warp runs a last row
+     * alone (gate_up at Qwen3-8B shape: 51.9 against 53.2 us). */
+    return launch(c, what, kernel, one_wave((const void *)kernel, c->sms, GEMV_WARPS * 32, 0, N, GEMV_WARPS),
+                  dim3(GEMV_WARPS * 32), 0, args...);
 }
 
 /* Kernels are instantiated for M in {1, 2, 4, 8, 16}: a call with m rows runs

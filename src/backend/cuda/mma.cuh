@@ -30,7 +30,8 @@
 
 #include "backend/cuda/norm.cuh"
 
-enum { MMA_PARTS = 8, MMA_KB = 32 };
+/* MMA_SKINNY_MAX: the most rows of the small-batch kernel; more take the GEMM. */
+enum { MMA_PARTS = 8, MMA_KB = 32, MMA_SKINNY_MAX = 64 };
 
 /* First 32-element block of part q of nb blocks (q = MMA_PARTS: nb). */
 __host__ __device__ __forceinline__ int mma_part(int nb, int q) { return (int)((long)nb * q / MMA_PARTS); }
@@ -55,6 +56,15 @@ __device__ __forceinline__ float2 mma_unpack(uint32_t u)
     return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
 }
 
+/* Eight consecutive floats at p (16-byte aligned), through the read-only
+ * path. */
+__device__ __forceinline__ void mma_load8(const float *__restrict__ p, float v[8])
+{
+    const float4 *q = reinterpret_cast<const float4 *>(p);
+    float4 a = __ldg(q), b = __ldg(q + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
 /* Eight consecutive floats of x into hi (and lo when LO) bf16 pairs. */
 template <bool LO>
 __device__ __forceinline__ void mma_split8(const float v[8], uint32_t hi[4], uint32_t lo[4])
@@ -69,14 +79,6 @@ __device__ __forceinline__ void mma_split8(const float v[8], uint32_t hi[4], uin
             lo[i] = 0u;
         }
     }
-}
-
-__device__ __forceinline__ uint4 mma_split8_lo(const float v[8], uint4 *hi)
-{
-    uint32_t h[4], l[4];
-    mma_split8<true>(v, h, l);
-    *hi = make_uint4(h[0], h[1], h[2], h[3]);
-    return make_uint4(l[0], l[1], l[2], l[3]);
 }
 
 __device__ __forceinline__ void mma16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -108,9 +110,6 @@ __device__ __forceinline__ float mma_sum4(float v)
     v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
     return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
-
-/* silu(g) * u, as the CPU's scalar path and gemv.cu write it. */
-__device__ __forceinline__ float mma_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 /* Scratch of the GEMM path (mma_gemm.cu), grown on demand outside graph
  * capture; owned by the context: *out is borrowed until the next call. */

@@ -40,11 +40,11 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
         const float *xr = x + (size_t)row * K;
         for (int kb = kb0; kb < kb1; kb++) {
             int k = kb * MMA_KB + 8 * t;
-            float4 a = __ldg(reinterpret_cast<const float4 *>(xr + k)), b = __ldg(reinterpret_cast<const float4 *>(xr + k) + 1);
-            float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            float v[8];
+            mma_load8(xr + k, v);
             if (NORM) {
-                float4 n0 = __ldg(reinterpret_cast<const float4 *>(nw + k)), n1 = __ldg(reinterpret_cast<const float4 *>(nw + k) + 1);
-                float nv[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
+                float nv[8];
+                mma_load8(nw + k, nv);
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
                     ss = fmaf(v[e], v[e], ss);
@@ -268,7 +268,7 @@ extern "C" tern_status tern_cuda_mma(tern_cuda *c, tern_cuda_act act, const floa
         return tern_error(TERN_E_INVALID, "cuda mma: bad shape M=%d K=%d N=%d ldy=%d", M, K, N, ldy);
     if (M == 0) return TERN_OK;
     bool lo = act == TERN_CUDA_ACT_F32;
-    if (M <= c->mma_skinny) return tern_cuda_mma_skinny(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
+    if (M <= MMA_SKINNY_MAX) return tern_cuda_mma_skinny(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
     return gemm_path(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
 }
 

@@ -44,20 +44,11 @@ __device__ __forceinline__ void sk_load(uint4 (&buf)[U][NMAT], const uint16_t *c
 __device__ __forceinline__ void sk_x8(const float *__restrict__ x, int r, int M, int K, int k, float v[8])
 {
     if (r < M) {
-        const float4 *p = reinterpret_cast<const float4 *>(x + (size_t)r * K + k);
-        float4 a = __ldg(p), b = __ldg(p + 1);
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        mma_load8(x + (size_t)r * K + k, v);
     } else {
 #pragma unroll
         for (int e = 0; e < 8; e++) v[e] = 0.0f;
     }
-}
-
-__device__ __forceinline__ void sk_nw8(const float *__restrict__ nw, int k, float v[8])
-{
-    const float4 *p = reinterpret_cast<const float4 *>(nw + k);
-    float4 a = __ldg(p), b = __ldg(p + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
 /* Blocks kb .. kb + n - 1 (n <= U) into acc. R8 (M <= 8): the rows g + 8
@@ -74,7 +65,7 @@ __device__ __forceinline__ void sk_compute(const sk_args &a, const uint4 (&buf)[
             if (u < n) {
                 int k = (kb + u) * MMA_KB + 8 * t;
                 sk_x8(a.x, g, a.M, a.K, k, xv[u]);
-                if (NORM) sk_nw8(a.nw, k, nv[NORM ? u : 0]);
+                if (NORM) mma_load8(a.nw + k, nv[NORM ? u : 0]);
             }
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -102,7 +93,7 @@ __device__ __forceinline__ void sk_compute(const sk_args &a, const uint4 (&buf)[
             if (u >= n) break;
             int k = (kb + u) * MMA_KB + 8 * t;
             float nv[8];
-            if (NORM) sk_nw8(a.nw, k, nv);
+            if (NORM) mma_load8(a.nw + k, nv);
 #pragma unroll
             for (int i = 0; i < MT; i++) {
                 uint32_t ah[2][4], al[2][4];
@@ -215,7 +206,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
                 for (int j = 0; j < NMAT; j++) v[j] = __fmul_rn(v[j], inv);
             }
             float *yp = a.y + (size_t)r * a.ldy + n;
-            if (NMAT == 2) *yp = mma_silu_mul(v[0], v[NMAT - 1]);
+            if (NMAT == 2) *yp = silu_mul(v[0], v[NMAT - 1]);
             else *yp = a.accumulate ? __fadd_rn(*yp, v[0]) : v[0];
         }
         __syncthreads();
@@ -228,18 +219,8 @@ template <int MT, bool R8, bool LO, int NMAT, bool NORM, int U, int MINB = 2>
 static tern_status sk_launch(tern_cuda *c, const sk_args &a)
 {
     auto kern = mma_skinny_kernel<MT, R8, LO, NMAT, NORM, U, MINB>;
-    static int per_sm; /* one value per instance; a race only asks twice */
-    if (!per_sm) {
-        int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, SK_THREADS, 0) != cudaSuccess || b < 1) {
-            cudaGetLastError();
-            b = 1;
-        }
-        per_sm = b;
-    }
-    long ntiles = (a.N + 7) / 8, wave = (long)per_sm * c->sms;
-    long per = (ntiles + wave - 1) / wave, blocks = (ntiles + per - 1) / per;
-    return launch(c, "mma_skinny", kern, dim3((unsigned)blocks), dim3(SK_THREADS), 0, a);
+    return launch(c, "mma_skinny", kern, one_wave((const void *)kern, c->sms, SK_THREADS, 0, (a.N + 7) / 8, 1),
+                  dim3(SK_THREADS), 0, a);
 }
 
 template <bool LO, int NMAT, bool NORM>
@@ -263,7 +244,9 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
 tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu,
                                  int N, float *y, int ldy, int accumulate, const float *nw, float eps)
 {
-    if (M < 1 || M > 64) return tern_error(TERN_E_INTERNAL, "cuda mma: the small-batch kernel takes 1..64 rows, not %d", M);
+    if (M < 1 || M > MMA_SKINNY_MAX)
+        return tern_error(TERN_E_INTERNAL, "cuda mma: the small-batch kernel takes 1..%d rows, not %d",
+                          (int)MMA_SKINNY_MAX, M);
     sk_args a = {x, M, K, (const uint16_t *)w, (const uint16_t *)wu, N, y, ldy, accumulate, nw, eps};
     if (wu) {
         if (nw) return lo ? sk_rows<true, 2, true>(c, a) : sk_rows<false, 2, true>(c, a);

@@ -139,8 +139,7 @@ __global__ void silu_mul_kernel(float *g, const float *__restrict__ u, long coun
 {
     wait_prior_grid();
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (long)gridDim.x * blockDim.x) {
-        float a = g[i];
-        g[i] = a / (1.0f + expf(-a)) * u[i];
+        g[i] = silu_mul(g[i], u[i]);
     }
 }
 
