@@ -109,10 +109,13 @@ enum { TERN_CUDA_GEMV_MAX_M = 16 };
 /* y[M, N] (row stride ldy) = x[M, K] . w[N, K]^T, or y += that when
  * accumulate is set (the residual add, same arithmetic as a separate add).
  * w is row-major in F32, F16 or BF16; K must be a multiple of 8 and w, x
- * 16-byte aligned. M <= 16 runs one kernel that streams each weight row once
- * for all M rows; larger M runs it over 16-row tiles (or cuBLAS, see path).
- * d_tmp: workspace of tern_cuda_matmul_tmp_bytes(M, K) bytes (may be NULL
- * when that is 0). */
+ * 16-byte aligned. BF16 weights with K a multiple of 32 run on the tensor
+ * cores for every M (mma.cuh: up to 64 rows in one weight pass, a tiled
+ * GEMM beyond; TERN_CUDA_MMA=0 turns them off). Other weights: M <= 16 runs
+ * one kernel that streams each weight row once for all M rows; larger M runs
+ * it over 16-row tiles. cuBLAS when path asks. Either way a row's bits do
+ * not depend on M (except cuBLAS). d_tmp: workspace of
+ * tern_cuda_matmul_tmp_bytes(M, K) bytes (may be NULL when that is 0). */
 tern_status tern_cuda_matmul(tern_cuda *c, tern_cuda_act act, tern_cuda_mm_path path, const float *d_x,
                              int M, int K, const void *d_w, tern_dtype wdt, int N, float *d_y, int ldy,
                              int accumulate, void *d_tmp);
@@ -151,7 +154,8 @@ tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const voi
                             int d, float *d_out);
 
 /* y[M, N] = rmsnorm(x) . w^T with the norm folded into the product: one
- * kernel, no separate norm pass. The kernel forms sum_k (x_k nw_k) w_nk and
+ * kernel, no separate norm pass (on the tensor-core path past 64 rows, a
+ * prep kernel forms the row scales first). The kernel forms sum_k (x_k nw_k) w_nk and
  * the row's sum of squares in the same order, and scales by
  * 1 / sqrt(ss / K + eps) last, so it rounds differently from
  * tern_cuda_rmsnorm followed by tern_cuda_matmul (within float32 rounding of
