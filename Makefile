@@ -51,7 +51,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvc
 CUDA    ?= $(if $(NVCC),1,0)
 ifeq ($(CUDA),1)
   CUDA_HOME   := $(patsubst %/bin/,%,$(dir $(NVCC)))
-  NVCCFLAGS   := -arch=sm_90 -O3 -std=c++17 -lineinfo -Iinclude -Isrc -Xcompiler -fPIC,-Wall,-Wno-unused-parameter,-Wno-format-truncation
+  NVCCFLAGS   := -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo -Iinclude -Isrc -Xcompiler -fPIC,-Wall,-Wno-unused-parameter,-Wno-format-truncation
   NVCCFLAGS   += $(NVCC_EXTRA)
   CU_SRC      := $(sort $(wildcard src/backend/cuda/*.cu))
   # Device code takes no sanitizer flags: the ASan/UBSan build links the

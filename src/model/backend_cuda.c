@@ -76,9 +76,11 @@ typedef struct {
      * the others. */
     int act_bf16;           /* TERN_CUDA_ACT=bf16 */
     int attn_fuse;          /* TERN_CUDA_ATTN_FUSE (default 0), see attn_fused */
+    int tiled_attn;         /* TERN_CUDA_ATTN_TILED (default 1), see cuda_attention */
     int fuse;               /* which norms are folded into the products (TERN_CUDA_FUSE bits, see load) */
-    /* TERN_CUDA_PROF=1: an event after each op of a decode pass, the time
-     * between events summed per class of op, printed at unload. */
+    /* TERN_CUDA_PROF=1: an event after each op of a pass, the time between
+     * events summed per class of op, printed at unload for decode passes and
+     * the others. */
     /* Decode passes (one token a row) as CUDA graphs keyed by shape: the
      * second pass of a shape is captured, later ones replay it (begin
      * launches it; the layer ops return at once; head runs eagerly after
@@ -87,8 +89,8 @@ typedef struct {
     unsigned long gclock;
     graph_slot gs[GRAPH_SLOTS];
     int prof, prof_n, prof_cls[4096];
-    double prof_ms[PROF_CLASSES];
-    long prof_passes;
+    double prof_ms[2][PROF_CLASSES]; /* [0] other passes, [1] decode passes */
+    long prof_passes[2];
     int stats;
     double t_begin, host_s[2], dev_s[2];
     long passes[2];
@@ -172,10 +174,10 @@ static tern_status graph_finish(cuda_model *d)
 
 #define REPLAYING(m) (cm(m)->gmode == G_REPLAY)
 
-/* Marks the end of an op of class cls (TERN_CUDA_PROF, decode passes). */
+/* Marks the end of an op of class cls (TERN_CUDA_PROF). */
 static tern_status prof(cuda_model *d, int cls, tern_status st)
 {
-    if (st || !d->prof || !d->decode || d->prof_n >= 4095) return st;
+    if (st || !d->prof || d->prof_n >= 4095) return st;
     d->prof_cls[d->prof_n] = cls;
     return tern_cuda_prof_record(d->c, d->prof_n++);
 }
@@ -338,13 +340,14 @@ void tern_backend_cuda_unload(tern_model *m)
 {
     cuda_model *d = cm(m);
     if (!d) return;
-    if (d->prof && d->prof_passes) {
+    for (int j = 0; d->prof && j < 2; j++) {
+        if (!d->prof_passes[j]) continue;
         double tot = 0;
-        for (int k = 0; k < PROF_CLASSES; k++) tot += d->prof_ms[k];
-        fprintf(stderr, "cuda profile: %ld decode passes, %.1f us each between the first and last event:\n",
-                d->prof_passes, 1e3 * tot / d->prof_passes);
+        for (int k = 0; k < PROF_CLASSES; k++) tot += d->prof_ms[j][k];
+        fprintf(stderr, "cuda profile: %ld %s passes, %.1f us each between the first and last event:\n",
+                d->prof_passes[j], j ? "decode" : "other", 1e3 * tot / d->prof_passes[j]);
         for (int k = 0; k < PROF_CLASSES; k++)
-            fprintf(stderr, "  %-22s %9.1f us\n", prof_names[k], 1e3 * d->prof_ms[k] / d->prof_passes);
+            fprintf(stderr, "  %-22s %9.1f us\n", prof_names[k], 1e3 * d->prof_ms[j][k] / d->prof_passes[j]);
     }
     for (int k = 0; d->stats && k < 2; k++)
         if (d->passes[k])
@@ -391,6 +394,8 @@ tern_status tern_backend_cuda_load(tern_model *m)
     d->fuse = fz ? atoi(fz) : FOLD_GATE_UP;
     const char *af = getenv("TERN_CUDA_ATTN_FUSE");
     d->attn_fuse = af && !strcmp(af, "1");
+    const char *at = getenv("TERN_CUDA_ATTN_TILED");
+    d->tiled_attn = !at || strcmp(at, "0");
     d->prof = getenv("TERN_CUDA_PROF") != NULL;
     const char *gr = getenv("TERN_CUDA_GRAPH");
     d->graph_on = !gr || strcmp(gr, "0");
@@ -698,10 +703,18 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
     int hd = c->head_dim, ld = (c->n_heads + 2 * c->n_kv_heads) * hd;
     tern_cuda_attn_prologue pro = {c->qk_norm ? L->q_norm.dev : NULL, c->qk_norm ? L->k_norm.dev : NULL,
                                    c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, c->rope_dim, d->d_rope};
+    const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
+    float scale = 1.0f / sqrtf((float)hd);
+    /* Rows of two or more queries on average (prefill): the tiled kernel,
+     * which stages a split's keys once for up to 64 / G of a row's
+     * queries; the bits are the same either way. */
+    if (!attn_fused(m, p) && d->tiled_attn && p->T >= 2 * d->nr)
+        return prof(d, PROF_ATTN,
+                    tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,
+                                              scale, qkv, ld, out, d->part.d, d->count.d));
     return prof(d, PROF_ATTN,
-                tern_cuda_attention(d->c, d->d_rows + (size_t)l * d->nr, d->d_tok_row, p->T, d->max_len, c->n_heads,
-                                    c->n_kv_heads, hd, 1.0f / sqrtf((float)hd), qkv, ld, out, d->part.d, d->count.d,
-                                    attn_fused(m, p) ? &pro : NULL));
+                tern_cuda_attention(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd, scale,
+                                    qkv, ld, out, d->part.d, d->count.d, attn_fused(m, p) ? &pro : NULL));
 }
 
 /* Copies back the logits rows that need says (all when need is NULL), in
@@ -753,12 +766,12 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
     if (!st && logits) st = download_rows(d, logits, d->logits.d, n, V, p->need);
     st = prof(d, PROF_COPY, st);
     tern_status ss = tern_cuda_sync(d->c);
-    if (!st && !ss && d->prof && d->decode && d->prof_n > 1) {
+    if (!st && !ss && d->prof && d->prof_n > 1) {
         for (int k = 1; k < d->prof_n; k++) {
             float ms = 0.0f;
-            if (!tern_cuda_prof_elapsed(d->c, k - 1, k, &ms)) d->prof_ms[d->prof_cls[k]] += ms;
+            if (!tern_cuda_prof_elapsed(d->c, k - 1, k, &ms)) d->prof_ms[d->decode][d->prof_cls[k]] += ms;
         }
-        d->prof_passes++;
+        d->prof_passes[d->decode]++;
     }
     if (!st && !ss && p->sum)
         for (int i = 0; i < n; i++) p->sum[i] = (tern_logit_summary){d->h_sum[i].lse, d->h_sum[i].argmax, d->h_sum[i].lp};

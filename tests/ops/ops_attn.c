@@ -43,9 +43,9 @@ static float *in_layout(const float *logical, int upto, int Hk, int cap, int hd,
 }
 
 /* Runs GPU attention over rows[0..n) (descriptors as given), queries dq,
- * into out (host, [total, H*hd]). */
-static int gpu_attention(attn_setup *a, const tern_cuda_attn_row *rows, int n, const float *dq, int total, int max_len,
-                         float *out)
+ * into out (host, [total, H*hd]); tiled: by tern_cuda_attention_tiled. */
+static int gpu_attention_k(attn_setup *a, const tern_cuda_attn_row *rows, int n, const float *dq, int total,
+                           int max_len, float *out, int tiled)
 {
     int *tok = malloc((size_t)total * sizeof *tok);
     for (int r = 0; r < n; r++)
@@ -57,14 +57,22 @@ static int gpu_attention(attn_setup *a, const tern_cuda_attn_row *rows, int n, c
     unsigned *dcount = ops_dev_zero(tern_cuda_attention_count_bytes(total, a->Hk));
     float *dout = ops_dev_zero((size_t)total * a->H * a->hd * 4);
     float scale = 1.0f / sqrtf((float)a->hd);
-    int ok = ops_ok(tern_cuda_attention(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale, dq,
-                                        (long)a->H * a->hd, dout, dpart, dcount, NULL),
-                    "attention");
+    int ok = ops_ok(tiled ? tern_cuda_attention_tiled(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale,
+                                                      dq, (long)a->H * a->hd, dout, dpart, dcount)
+                          : tern_cuda_attention(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale, dq,
+                                                (long)a->H * a->hd, dout, dpart, dcount, NULL),
+                    tiled ? "attention_tiled" : "attention");
     if (ok) ops_get(out, dout, (size_t)total * a->H * a->hd * 4);
     tern_cuda_free(ops_cuda, drows); tern_cuda_free(ops_cuda, dtok);
     tern_cuda_free(ops_cuda, dpart); tern_cuda_free(ops_cuda, dout); tern_cuda_free(ops_cuda, dcount);
     free(tok);
     return ok;
+}
+
+static int gpu_attention(attn_setup *a, const tern_cuda_attn_row *rows, int n, const float *dq, int total, int max_len,
+                         float *out)
+{
+    return gpu_attention_k(a, rows, n, dq, total, max_len, out, 0);
 }
 
 static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_rows, int paged)
@@ -187,6 +195,12 @@ static void attention_case(int H, int Hk, int hd, const row_shape *rs, int n_row
         float *ref2 = malloc((size_t)a.total_q * qw * 4);
         gpu_attention(&a, a.rows, n_rows, a.dq, a.total_q, a.cap, ref2);
         ops_same("  larger grid (max_len x3) == exact grid", one, ref2, a.total_q * qw);
+        /* The tiled prefill kernel: the per-query kernel's bits, in the batch
+         * and for each row alone. */
+        if (gpu_attention_k(&a, a.rows, n_rows, a.dq, a.total_q, a.cap, one, 1))
+            ops_same("  tiled kernel == per-query kernel", one, ref2, a.total_q * qw);
+        if (gpu_attention_k(&a, a.rows, n_rows, a.dq, a.total_q, a.cap * 3 + 100, one, 1))
+            ops_same("  tiled kernel, larger grid == per-query kernel", one, ref2, a.total_q * qw);
         free(one); free(alone); free(a0); free(g0); free(ref2);
     }
 out:

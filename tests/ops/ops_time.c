@@ -130,6 +130,29 @@ void ops_time(void)
         tern_cuda_free(ops_cuda, out); tern_cuda_free(ops_cuda, drow); tern_cuda_free(ops_cuda, dtok);
         tern_cuda_free(ops_cuda, part);
     }
+    /* Prefill attention: one row of 512 new tokens, causal, both kernels. */
+    {
+        int len = 512;
+        long hs = (long)len * 128;
+        float *k = dev_random(8 * hs, TERN_DT_F32, 23), *v = dev_random(8 * hs, TERN_DT_F32, 24);
+        float *q = dev_random((long)len * 32 * 128, TERN_DT_F32, 25), *out = ops_dev_zero((size_t)len * 32 * 128 * 4);
+        tern_cuda_attn_row row = {k, v, NULL, 0, hs, 0, len, len, 0};
+        int *tok = calloc((size_t)len, sizeof *tok);
+        tern_cuda_attn_row *drow = ops_dev(&row, sizeof row);
+        int *dtok = ops_dev(tok, (size_t)len * sizeof *tok);
+        void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(len, len, 32, 128));
+        unsigned *count = ops_dev_zero(tern_cuda_attention_count_bytes(len, 8));
+        TIME_IT(ms, tern_cuda_attention(ops_cuda, drow, dtok, len, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part, count,
+                                        NULL));
+        printf("%-14s %6d %7.1f\n", "prefill", len, ms * 1e3);
+        TIME_IT(ms, tern_cuda_attention_tiled(ops_cuda, drow, dtok, len, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part,
+                                              count));
+        printf("%-14s %6d %7.1f\n", "prefill tiled", len, ms * 1e3);
+        tern_cuda_free(ops_cuda, k); tern_cuda_free(ops_cuda, v); tern_cuda_free(ops_cuda, q);
+        tern_cuda_free(ops_cuda, out); tern_cuda_free(ops_cuda, drow); tern_cuda_free(ops_cuda, dtok);
+        tern_cuda_free(ops_cuda, part); tern_cuda_free(ops_cuda, count);
+        free(tok);
+    }
     {
         void *w = dev_random(4096, TERN_DT_BF16, 30);
         TIME_IT(ms, tern_cuda_rmsnorm(ops_cuda, x, y, 1, 4096, w, TERN_DT_BF16, 1e-6f));

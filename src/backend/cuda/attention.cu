@@ -12,9 +12,9 @@
  * l likewise, out = o / l. Nothing depends on other queries, other rows or
  * the launch size, so prefill and decode of the same position agree bit for
  * bit. */
-#include "backend/cuda/norm.cuh"
+#include "backend/cuda/attention.cuh"
 
-enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, S = TERN_CUDA_ATTN_SPLIT };
+enum { S = ATT_S };
 
 
 /* Shared memory of one block: q [G][hd], k [S][hd+4] (padded so that the
@@ -146,10 +146,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         }
         for (int g = 0; g < G; g++) base[g * gstride + d] = acc[g];
     }
-    /* The last split block of this (query, kv head) folds all splits:
-     * with M the largest split max (exact in any order), weights
-     * b_s = exp(m_s - M), out = (sum_s b_s o_s) / (sum_s b_s l_s), both sums
-     * in split order. */
+    /* The last split block of this (query, kv head) folds all splits
+     * (attn_fold). */
     int ns = (vis + S - 1) / S;
     __threadfence();
     __syncthreads();
@@ -162,30 +160,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    float *mx = ps; /* [G], reusing the p buffer */
-    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
-        const float *pg = part + ((long)t * n_heads + kvh * G + g) * gstride;
-        float m = -INFINITY;
-        for (int sp = lane; sp < ns; sp += 32) m = fmaxf(m, __ldcg(pg + (long)sp * (hd + 2) + hd));
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-        __syncwarp();
-        if (lane == 0) mx[g] = m;
-    }
-    __syncthreads();
-    for (int i = tid; i < G * hd; i += ATT_THREADS) {
-        int g = i / hd, d = i % hd;
-        const float *pg = part + ((long)t * n_heads + kvh * G + g) * gstride;
-        float M = mx[g], l = 0.0f, o = 0.0f;
-#pragma unroll 8
-        for (int sp = 0; sp < ns; sp++) {
-            const float *p = pg + (long)sp * (hd + 2);
-            float b = expf(__ldcg(p + hd) - M);
-            l = fmaf(b, __ldcg(p + hd + 1), l);
-            o = fmaf(b, __ldcg(p + d), o);
-        }
-        out[((long)t * n_heads + kvh * G + g) * hd + d] = o / l;
-    }
+    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, ps /* [G], reusing the p buffer */, out);
 }
 
 static int splits_for(int max_len) { return (max_len + S - 1) / S; }

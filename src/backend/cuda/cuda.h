@@ -49,6 +49,10 @@ const char *tern_cuda_describe(const tern_cuda *c);
  * while the one before it drains, fetching its weights, and waits for that
  * kernel's results before reading them. Off queues plain launches. */
 void tern_cuda_set_pdl(tern_cuda *c, int on);
+/* The GEMM of bf16 products past the small-batch kernel: 0 mma.sync (the
+ * default), 1 warpgroup MMA (sm_90a wgmma; the same bits, slower so far);
+ * TERN_CUDA_WGMMA sets it at open. */
+void tern_cuda_set_wgmma(tern_cuda *c, int mode);
 
 
 /* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */
@@ -240,6 +244,13 @@ tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
                                 int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
                                 float scale, const float *d_q, long ldq, float *d_out, void *d_part,
                                 unsigned *d_count, const tern_cuda_attn_prologue *pro);
+/* The same attention (the same bits for every query) by a kernel that
+ * stages a split's keys once for a tile of a row's queries: for calls where
+ * rows have many queries (prefill). No prologue. */
+tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
+                                      int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
+                                      float scale, const float *d_q, long ldq, float *d_out, void *d_part,
+                                      unsigned *d_count);
 size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
 size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
 

@@ -111,6 +111,39 @@ __device__ __forceinline__ float mma_sum4(float v)
     return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
+/* 16-byte copy from global into shared memory (cp.async, through L2
+ * only); fill false zeroes the 16 bytes instead. */
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool fill)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    int n = fill ? 16 : 0; /* 0: the 16 bytes are zeroed */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
+}
+/* 8-byte copy (cp.async through L1: the cg form takes 16 bytes only). */
+__device__ __forceinline__ void cp8(void *dst, const void *src)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* A GEMM call: y[M, N] (+)= (hi + lo)[M, K] . w[N, K]^T (times inv[m]). */
+struct gm_args {
+    const uint16_t *hi, *lo; /* [M, K] bf16 (lo unused without LO) */
+    int M, K;
+    const uint16_t *w;       /* [N, K] bf16 */
+    int N;
+    float *y;
+    int ldy, accumulate;
+    const float *inv;        /* NORM: [M] */
+};
+
+/* The warpgroup-MMA GEMM (mma_wgmma.cu); hi and lo in the order of
+ * MMA_STEP_ORDER within each 32-element block (the prep's perm layout). */
+tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a);
+
 /* Scratch of the GEMM path (mma_gemm.cu), grown on demand outside graph
  * capture; owned by the context: *out is borrowed until the next call. */
 tern_status tern_cuda_mma_scratch(tern_cuda *c, size_t bytes, void **out);

@@ -1,6 +1,7 @@
 /* Tensor-core GEMM for prefill-sized products (more than 64 rows) in the
- * order of mma.cuh, and the dispatch between it and the small-batch kernel
- * (mma_skinny.cu).
+ * order of mma.cuh on mma.sync (the default; TERN_CUDA_WGMMA=1 runs the
+ * warpgroup GEMM of mma_wgmma.cu instead), its prep, and the dispatch
+ * between them and the small-batch kernel (mma_skinny.cu).
  *
  * A prep kernel splits x (times the norm weight, when folded) into bf16 hi
  * and lo arrays and forms 1 / rms per row in mma.cuh's order. The GEMM
@@ -27,8 +28,10 @@ static size_t gm_smem(bool lo) { return (size_t)GM_STAGES * gm_stage(lo) * sizeo
 /* ---- prep: hi / lo of x, 1 / rms ----------------------------------------- */
 
 /* One warp per row, lane 4q + t as (part q, lane t) of the small-batch
- * kernel. */
-template <bool LO, bool NORM>
+ * kernel. PERM: each 32-element block stored in step order, chunks
+ * c0 c2 c4 c6 c1 c3 c5 c7 of 4 elements (the warpgroup GEMM's layout);
+ * else in natural order. */
+template <bool LO, bool NORM, bool PERM>
 __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw, float eps,
                                 uint16_t *__restrict__ hi, uint16_t *__restrict__ lo, float *__restrict__ inv)
 {
@@ -53,8 +56,19 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
             }
             uint32_t h[4], l[4];
             mma_split8<LO>(v, h, l);
-            *reinterpret_cast<uint4 *>(hi + (size_t)row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
-            if (LO) *reinterpret_cast<uint4 *>(lo + (size_t)row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
+            if (PERM) {
+                /* lane t's chunks c_2t and c_2t+1 go to slots t and 4 + t */
+                size_t b0 = (size_t)row * K + (size_t)kb * MMA_KB + 4 * t;
+                *reinterpret_cast<uint2 *>(hi + b0) = make_uint2(h[0], h[1]);
+                *reinterpret_cast<uint2 *>(hi + b0 + 16) = make_uint2(h[2], h[3]);
+                if (LO) {
+                    *reinterpret_cast<uint2 *>(lo + b0) = make_uint2(l[0], l[1]);
+                    *reinterpret_cast<uint2 *>(lo + b0 + 16) = make_uint2(l[2], l[3]);
+                }
+            } else {
+                *reinterpret_cast<uint4 *>(hi + (size_t)row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
+                if (LO) *reinterpret_cast<uint4 *>(lo + (size_t)row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
+            }
         }
     }
     if (NORM) {
@@ -66,26 +80,6 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
 }
 
 /* ---- the GEMM ------------------------------------------------------------ */
-
-__device__ __forceinline__ void cp16(void *dst, const void *src, bool fill)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    int n = fill ? 16 : 0; /* 0: the 16 bytes are zeroed */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-struct gm_args {
-    const uint16_t *hi, *lo; /* [M, K] bf16 (lo unused without LO) */
-    int M, K;
-    const uint16_t *w;       /* [N, K] bf16 */
-    int N;
-    float *y;
-    int ldy, accumulate;
-    const float *inv;        /* NORM: [M] */
-};
 
 template <bool LO, bool NORM>
 __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
@@ -239,15 +233,18 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     uint16_t *hi = (uint16_t *)s, *lo16 = (uint16_t *)((char *)s + xs);
     float *inv = (float *)((char *)s + 2 * xs), *u = wu ? (float *)((char *)s + 2 * xs + is) : NULL;
     dim3 pg((unsigned)((M + 3) / 4)), pb(128);
-    if (nw) st = lo ? launch(c, "mma_prep", mma_prep_kernel<true, true>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv)
-                    : launch(c, "mma_prep", mma_prep_kernel<false, true>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv);
-    else st = lo ? launch(c, "mma_prep", mma_prep_kernel<true, false>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv)
-                 : launch(c, "mma_prep", mma_prep_kernel<false, false>, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv);
-    if (st) return st;
+    bool wgmma = c->wgmma;
+    void (*prep)(const float *, int, int, const float *, float, uint16_t *, uint16_t *, float *) =
+        wgmma ? (nw ? (lo ? mma_prep_kernel<true, true, true> : mma_prep_kernel<false, true, true>)
+                    : (lo ? mma_prep_kernel<true, false, true> : mma_prep_kernel<false, false, true>))
+              : (nw ? (lo ? mma_prep_kernel<true, true, false> : mma_prep_kernel<false, true, false>)
+                    : (lo ? mma_prep_kernel<true, false, false> : mma_prep_kernel<false, false, false>));
+    if ((st = launch(c, "mma_prep", prep, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv))) return st;
     for (int pass = 0; pass < (wu ? 2 : 1); pass++) {
         gm_args a = {hi, lo16, M, K, (const uint16_t *)(pass ? wu : w), N, pass ? u : y, wu ? N : ldy,
                      wu ? 0 : accumulate, inv};
-        if (nw) st = lo ? gm_launch<true, true>(c, a) : gm_launch<false, true>(c, a);
+        if (wgmma) st = tern_cuda_wgmma_gemm(c, lo, nw != NULL, a);
+        else if (nw) st = lo ? gm_launch<true, true>(c, a) : gm_launch<false, true>(c, a);
         else st = lo ? gm_launch<true, false>(c, a) : gm_launch<false, false>(c, a);
         if (st) return st;
     }
