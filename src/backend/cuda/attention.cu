@@ -160,7 +160,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, ps /* [G], reusing the p buffer */, out);
+    /* The fold's scratch: mx in the p buffer, the weights in the key and
+     * value buffers (this split is done with them). */
+    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, ps, ks, S * KS + S * hd, out);
 }
 
 static int splits_for(int max_len) { return (max_len + S - 1) / S; }

@@ -13,16 +13,20 @@ enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, ATT_S = TERN_CUDA
  * largest split max (exact in any order), weights b_s = exp(m_s - M),
  * out = (sum_s b_s o_s) / (sum_s b_s l_s), both sums in split order. part
  * holds per (query, head, split) o[hd], m, l. mx: G floats of shared
- * memory. Called by the whole block (contains __syncthreads), after a
- * __threadfence that orders the other blocks' partials. */
+ * memory; bs: cap floats of shared memory (cap >= G) for the weights, formed
+ * once per (head, split) in chunks of cap / G splits. Called by the whole
+ * block (contains __syncthreads), after a __threadfence that orders the
+ * other blocks' partials. */
 template <int hd>
 __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t, int kvh, int G, int n_heads,
-                                          int max_splits, int ns, float *mx, float *__restrict__ out)
+                                          int max_splits, int ns, float *mx, float *bs, int cap,
+                                          float *__restrict__ out)
 {
     int tid = threadIdx.x, lane = tid & 31;
     long gstride = (long)max_splits * (hd + 2);
+    const float *p0 = part + ((long)t * n_heads + kvh * G) * gstride;
     for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
-        const float *pg = part + ((long)t * n_heads + kvh * G + g) * gstride;
+        const float *pg = p0 + g * gstride;
         float m = -INFINITY;
         for (int sp = lane; sp < ns; sp += 32) m = fmaxf(m, __ldcg(pg + (long)sp * (hd + 2) + hd));
 #pragma unroll
@@ -30,19 +34,45 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
         __syncwarp();
         if (lane == 0) mx[g] = m;
     }
-    __syncthreads();
-    for (int i = tid; i < G * hd; i += ATT_THREADS) {
-        int g = i / hd, d = i % hd;
-        const float *pg = part + ((long)t * n_heads + kvh * G + g) * gstride;
-        float M = mx[g], l = 0.0f, o = 0.0f;
-#pragma unroll 8
-        for (int sp = 0; sp < ns; sp++) {
-            const float *p = pg + (long)sp * (hd + 2);
-            float b = expf(__ldcg(p + hd) - M);
-            l = fmaf(b, __ldcg(p + hd + 1), l);
-            o = fmaf(b, __ldcg(p + d), o);
+    /* Thread i keeps outputs i, i + ATT_THREADS, ... (at most ATT_MAX_GROUP
+     * * ATT_MAX_HD / ATT_THREADS of them) across the chunks. */
+    constexpr int PER = ATT_MAX_GROUP * hd / ATT_THREADS > 0 ? ATT_MAX_GROUP * hd / ATT_THREADS : 1;
+    float l[PER], o[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) l[k] = o[k] = 0.0f;
+    int chunk = cap / G;
+    for (int s0 = 0; s0 < ns; s0 += chunk) {
+        int n = ns - s0 < chunk ? ns - s0 : chunk;
+        __syncthreads();
+        for (int i = tid; i < G * n; i += ATT_THREADS) {
+            int g = i / n, sp = s0 + i % n;
+            bs[g * chunk + (sp - s0)] = expf(__ldcg(p0 + g * gstride + (long)sp * (hd + 2) + hd) - mx[g]);
         }
-        out[((long)t * n_heads + kvh * G + g) * hd + d] = o / l;
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            int i = tid + k * ATT_THREADS;
+            if (i >= G * hd) break;
+            int g = i / hd, d = i % hd;
+            const float *pg = p0 + g * gstride, *bg = bs + g * chunk;
+            float lk = l[k], ok = o[k];
+#pragma unroll 8
+            for (int sp = s0; sp < s0 + n; sp++) {
+                const float *p = pg + (long)sp * (hd + 2);
+                float b = bg[sp - s0];
+                lk = fmaf(b, __ldcg(p + hd + 1), lk);
+                ok = fmaf(b, __ldcg(p + d), ok);
+            }
+            l[k] = lk;
+            o[k] = ok;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        int i = tid + k * ATT_THREADS;
+        if (i >= G * hd) break;
+        int g = i / hd, d = i % hd;
+        out[((long)t * n_heads + kvh * G + g) * hd + d] = o[k] / l[k];
     }
 }
 

@@ -17,8 +17,8 @@
  *
  * Tiles of 128 rows x 128 columns, two warpgroups of 64 rows; operands in
  * shared memory without swizzle (8-row x 16-byte core matrices), fed by
- * cp.async through WG_STAGES stages of WG_KS blocks, two of them in
- * flight while one is multiplied. */
+ * cp.async through WG_STAGES stages of WG_KS blocks, up to WG_STAGES - 1
+ * of them in flight while one is multiplied. */
 #include "backend/cuda/mma.cuh"
 
 enum { WG_BM = 128, WG_BN = 128, WG_THREADS = 256,
@@ -128,15 +128,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1) wgmma_gemm_kernel(gm_args a)
     };
     wait_prior_grid();
 #pragma unroll
-    for (int s = 0; s < WG_STAGES - 2; s++) {
+    for (int s = 0; s < WG_STAGES - 1; s++) {
         if (s < nst) issue(s, s);
         cp_commit();
     }
     close_parts(0);
     for (int ks = 0; ks < nst; ks++) {
-        /* Stage ks has landed; every warpgroup is done with stage ks - 2,
-         * whose slot is refilled once this stage's MMAs are queued. */
-        cp_wait<WG_STAGES - 3>();
+        /* Stage ks has landed (WG_STAGES - 2 newer ones may be in flight). */
+        cp_wait<WG_STAGES - 2>();
         fence_proxy_async();
         __syncthreads();
         const uint8_t *stage = sm + (size_t)(ks % WG_STAGES) * STAGE;
@@ -164,11 +163,15 @@ __global__ void __launch_bounds__(WG_THREADS, 1) wgmma_gemm_kernel(gm_args a)
             }
         }
         wg_commit();
-        int nk = ks + WG_STAGES - 2;
-        if (nk < nst) issue(nk, nk % WG_STAGES);
-        cp_commit();
+        /* Stage ks - 1's MMAs are done in both warpgroups once each has
+         * waited for them and passed the barrier: its slot takes stage
+         * ks + WG_STAGES - 1. */
         wg_wait<1>();
         wg_hold(P);
+        __syncthreads();
+        int nk = ks + WG_STAGES - 1;
+        if (nk < nst) issue(nk, nk % WG_STAGES);
+        cp_commit();
     }
     wg_wait<0>();
     wg_hold(P);
