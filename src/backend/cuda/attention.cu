@@ -121,12 +121,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
             }
             sc = __fmul_rn(a, scale);
         }
-        float m = sc;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-        float p = j < nk ? expf(sc - m) : 0.0f;
-        float l = warp_sum(p);
-        ps[g * S + j] = p;
+        float m, l;
+        ps[g * S + j] = split_softmax(sc, j, nk, &m, &l);
         if (lane == 0) {
             base[g * gstride + hd] = m;
             base[g * gstride + hd + 1] = l;
@@ -190,14 +186,8 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     if (pro && (pro->rope_dim > head_dim || pro->rope_dim % 2 || !pro->d_cs))
         return tern_error(TERN_E_UNSUPPORTED, "cuda attention: rope_dim %d over head_dim %d", pro->rope_dim, head_dim);
     tern_cuda_attn_prologue none = {};
-    if (n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > ATT_MAX_GROUP ||
-        (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256))
-        return tern_error(TERN_E_UNSUPPORTED,
-                          "cuda attention: %d heads over %d kv heads, head_dim %d (at most %d heads per kv head; "
-                          "head_dim 16, 32, 64, 128 or 256)",
-                          n_heads, n_kv_heads, head_dim, (int)ATT_MAX_GROUP);
-    if (total_q <= 0) return TERN_OK;
-    if (max_len <= 0) return tern_error(TERN_E_INVALID, "cuda attention: max_len %d", max_len);
+    tern_status sc = attn_shape_check(total_q > 0 ? max_len : 1, n_heads, n_kv_heads, head_dim);
+    if (sc || total_q <= 0) return sc;
     int ns = splits_for(max_len);
     size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
     void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,

@@ -9,6 +9,33 @@
 
 enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, ATT_S = TERN_CUDA_ATTN_SPLIT };
 
+/* The shapes both attention kernels take (TERN_OK), or the error. */
+static inline tern_status attn_shape_check(int max_len, int n_heads, int n_kv_heads, int head_dim)
+{
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > ATT_MAX_GROUP ||
+        (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256))
+        return tern_error(TERN_E_UNSUPPORTED,
+                          "cuda attention: %d heads over %d kv heads, head_dim %d (at most %d heads per kv head; "
+                          "head_dim 16, 32, 64, 128 or 256)",
+                          n_heads, n_kv_heads, head_dim, (int)ATT_MAX_GROUP);
+    if (max_len <= 0) return tern_error(TERN_E_INVALID, "cuda attention: max_len %d", max_len);
+    return TERN_OK;
+}
+
+/* One warp's softmax over a split of S = 32 keys, lane j holding key j's
+ * score sc (-inf past the nk visible keys): m = the split's max (fixed
+ * butterfly), l = warp_sum(p); returns p = exp(sc - m), 0 past nk. */
+__device__ __forceinline__ float split_softmax(float sc, int j, int nk, float *m, float *l)
+{
+    float mx = sc;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    float p = j < nk ? expf(sc - mx) : 0.0f;
+    *m = mx;
+    *l = warp_sum(p);
+    return p;
+}
+
 /* Folds the ns splits of (query t, kv head kvh) into out: with M the
  * largest split max (exact in any order), weights b_s = exp(m_s - M),
  * out = (sum_s b_s o_s) / (sum_s b_s l_s), both sums in split order. part

@@ -113,13 +113,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_tiled_kernel(const tern_cuda
             int iq = qh / G, g = qh % G, nk = nk_q[iq];
             if (nk <= 0) continue;
             int j = lane;
-            float sc = ps[qh * S + j];
-            float m = sc;
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-            float p = j < nk ? expf(sc - m) : 0.0f;
-            float l = warp_sum(p);
-            ps[qh * S + j] = p;
+            float m, l;
+            ps[qh * S + j] = split_softmax(ps[qh * S + j], j, nk, &m, &l);
             if (lane == 0) {
                 float *base = part + (((long)(t0 + iq) * n_heads + kvh * G + g) * max_splits + s) * (hd + 2);
                 base[hd] = m;
@@ -186,8 +181,12 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fold_kernel(const tern_cuda_
     attn_fold<hd>(part, t, kvh, n_heads / n_kv_heads, n_heads, max_splits, ns, mx, bs, CAP, out);
 }
 
-template <int hd, int AT_QH>
-static tern_status tiled_launch_q(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
+/* (query, head) pairs per tile: 32 measured faster than 64 (prefill 512 of
+ * the Qwen3-8B shape on the H200: the kernel 232 against 267 us a layer). */
+enum { AT_PAIRS = 32 };
+
+template <int hd, int AT_QH = AT_PAIRS>
+static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
                                 int ns, int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq,
                                 float *d_out, float *d_part)
 {
@@ -208,32 +207,13 @@ static tern_status tiled_launch_q(tern_cuda *c, const tern_cuda_attn_row *d_rows
                   d_tok_row, ns, n_heads, n_kv_heads, (const float *)d_part, d_out);
 }
 
-/* (query, head) pairs per tile: 32 measured faster than 64 (prefill 512 of
- * the Qwen3-8B shape on the H200: the kernel 232 against 267 us a layer). */
-enum { AT_PAIRS = 32 };
-
-template <int hd>
-static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
-                                int ns, int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq,
-                                float *d_out, float *d_part)
-{
-    return tiled_launch_q<hd, AT_PAIRS>(c, d_rows, d_tok_row, total_q, ns, n_heads, n_kv_heads, scale, d_q, ldq, d_out,
-                                        d_part);
-}
-
 extern "C" tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                                  int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
                                                  float scale, const float *d_q, long ldq, float *d_out, void *d_part,
                                                  unsigned *d_count)
 {
-    if (n_kv_heads <= 0 || n_heads % n_kv_heads || n_heads / n_kv_heads > ATT_MAX_GROUP ||
-        (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256))
-        return tern_error(TERN_E_UNSUPPORTED,
-                          "cuda attention: %d heads over %d kv heads, head_dim %d (at most %d heads per kv head; "
-                          "head_dim 16, 32, 64, 128 or 256)",
-                          n_heads, n_kv_heads, head_dim, (int)ATT_MAX_GROUP);
-    if (total_q <= 0) return TERN_OK;
-    if (max_len <= 0) return tern_error(TERN_E_INVALID, "cuda attention: max_len %d", max_len);
+    tern_status sc = attn_shape_check(total_q > 0 ? max_len : 1, n_heads, n_kv_heads, head_dim);
+    if (sc || total_q <= 0) return sc;
     (void)d_count; /* the per-query kernel's counters: not used, left as they are (zero) */
     int ns = (max_len + S - 1) / S;
     float *part = (float *)d_part;
