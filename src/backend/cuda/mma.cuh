@@ -140,8 +140,9 @@ struct gm_args {
     const float *inv;        /* NORM: [M] */
 };
 
-/* The warpgroup-MMA GEMM (mma_wgmma.cu); hi and lo in the order of
- * MMA_STEP_ORDER within each 32-element block (the prep's perm layout). */
+/* The warpgroup-MMA GEMM (mma_wgmma.cu): a's arrays borrowed for the
+ * call; hi and lo hold each 32-element block in step order, its 4-element
+ * chunks 0 2 4 6 1 3 5 7 (the prep's PERM layout). */
 tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a);
 
 /* Scratch of the GEMM path (mma_gemm.cu), grown on demand outside graph
