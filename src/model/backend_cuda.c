@@ -712,7 +712,7 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
     if (!attn_fused(m, p) && d->tiled_attn && p->T >= 2 * d->nr)
         return prof(d, PROF_ATTN,
                     tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,
-                                              scale, qkv, ld, out, d->part.d, d->count.d));
+                                              scale, qkv, ld, out, d->part.d));
     return prof(d, PROF_ATTN,
                 tern_cuda_attention(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd, scale,
                                     qkv, ld, out, d->part.d, d->count.d, attn_fused(m, p) ? &pro : NULL));

@@ -15,14 +15,16 @@
  * it), whatever the tile and the launch. */
 #include "backend/cuda/attention.cuh"
 
-enum { S = ATT_S };
+/* (query, head) pairs per tile: 32 measured faster than 64 (prefill 512 of
+ * the Qwen3-8B shape on the H200: the kernel 232 against 267 us a layer). */
+enum { S = ATT_S, AT_QH = 32 };
 
 /* Shared memory: q [AT_QH][hd], k [S][hd + 4] (rows 4 banks apart: the
  * 16-byte reads of keys j, j + 1, ... hit distinct banks), v [S][hd],
  * p [AT_QH][S]. */
-static size_t at_smem(int hd, int AT_QH) { return sizeof(float) * ((size_t)AT_QH * hd + (size_t)S * (hd + 4) + (size_t)S * hd + (size_t)AT_QH * S); }
+static size_t at_smem(int hd) { return sizeof(float) * ((size_t)AT_QH * hd + (size_t)S * (hd + 4) + (size_t)S * hd + (size_t)AT_QH * S); }
 
-template <int hd, int AT_QH>
+template <int hd>
 __global__ void __launch_bounds__(ATT_THREADS) attn_tiled_kernel(const tern_cuda_attn_row *__restrict__ rows,
                                                                  const int *__restrict__ tok_row, int total_q,
                                                                  int max_splits, int n_heads, int n_kv_heads,
@@ -181,23 +183,16 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fold_kernel(const tern_cuda_
     attn_fold<hd>(part, t, kvh, n_heads / n_kv_heads, n_heads, max_splits, ns, mx, bs, CAP, out);
 }
 
-/* (query, head) pairs per tile: 32 measured faster than 64 (prefill 512 of
- * the Qwen3-8B shape on the H200: the kernel 232 against 267 us a layer). */
-enum { AT_PAIRS = 32 };
-
-template <int hd, int AT_QH = AT_PAIRS>
+template <int hd>
 static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
                                 int ns, int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq,
                                 float *d_out, float *d_part)
 {
-    auto kern = attn_tiled_kernel<hd, AT_QH>;
+    auto kern = attn_tiled_kernel<hd>;
     static int ready;
-    size_t smem = at_smem(hd, AT_QH);
-    if (!ready) {
-        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                 "attention shared memory");
-        ready = 1;
-    }
+    size_t smem = at_smem(hd);
+    tern_status ss = smem_limit_once((const void *)kern, smem, &ready, "attention shared memory");
+    if (ss) return ss;
     int QT = AT_QH / (n_heads / n_kv_heads);
     tern_status st = launch(c, "attention_tiled", kern, dim3(ns, n_kv_heads, (total_q + QT - 1) / QT),
                             dim3(ATT_THREADS), smem, d_rows, d_tok_row, total_q, ns, n_heads, n_kv_heads, scale, d_q,
@@ -209,12 +204,10 @@ static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
 
 extern "C" tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                                  int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
-                                                 float scale, const float *d_q, long ldq, float *d_out, void *d_part,
-                                                 unsigned *d_count)
+                                                 float scale, const float *d_q, long ldq, float *d_out, void *d_part)
 {
     tern_status sc = attn_shape_check(total_q > 0 ? max_len : 1, n_heads, n_kv_heads, head_dim);
     if (sc || total_q <= 0) return sc;
-    (void)d_count; /* the per-query kernel's counters: not used, left as they are (zero) */
     int ns = (max_len + S - 1) / S;
     float *part = (float *)d_part;
     switch (head_dim) {

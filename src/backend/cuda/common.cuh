@@ -87,6 +87,17 @@ static tern_status launch(tern_cuda *c, const char *what, void (*kernel)(KArgs..
     return TERN_OK;
 }
 
+/* Raises kernel's dynamic shared-memory limit to smem the first time
+ * (*done: the caller's static flag; a race only sets it twice), so that a
+ * graph capture of a later call queues the launch alone. */
+static inline tern_status smem_limit_once(const void *kernel, size_t smem, int *done, const char *what)
+{
+    if (*done) return TERN_OK;
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
+    *done = 1;
+    return TERN_OK;
+}
+
 /* Resident blocks per multiprocessor of a kernel at a block size and
  * dynamic shared memory, asked once per kernel and translation unit (a race
  * between threads only asks twice; a half-written slot reads as 0, taken

@@ -248,11 +248,10 @@ tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
  * stages a split's keys once for a tile of a row's queries, then a kernel
  * that folds each query's splits: for calls where rows have many queries
  * (prefill). No prologue. Arguments as tern_cuda_attention's (d_part the
- * same scratch, borrowed); d_count is not used (left as it is). */
+ * same scratch, borrowed); it needs no counters. */
 tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                       int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
-                                      float scale, const float *d_q, long ldq, float *d_out, void *d_part,
-                                      unsigned *d_count);
+                                      float scale, const float *d_q, long ldq, float *d_out, void *d_part);
 size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
 size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
 

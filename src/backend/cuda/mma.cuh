@@ -140,6 +140,17 @@ struct gm_args {
     const float *inv;        /* NORM: [M] */
 };
 
+/* The GEMMs' epilogue for output (r, n) whose parts sum to v: the folded
+ * norm's scale sc (NORM), then the residual add; one definition so that
+ * both GEMMs write the same bits. */
+template <bool NORM>
+__device__ __forceinline__ void gm_put(const gm_args &a, int r, int n, float v, float sc)
+{
+    if (NORM) v = __fmul_rn(v, sc);
+    float *yp = a.y + (size_t)r * a.ldy + n;
+    *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
+}
+
 /* The warpgroup-MMA GEMM (mma_wgmma.cu): a's arrays borrowed for the
  * call; hi and lo hold each 32-element block in step order, its 4-element
  * chunks 0 2 4 6 1 3 5 7 (the prep's PERM layout). */

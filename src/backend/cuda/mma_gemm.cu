@@ -196,10 +196,7 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
                 for (int e = 0; e < 2; e++) {
                     int n = n0 + wn * 32 + 8 * j + 2 * t + e;
                     if (n >= a.N) continue;
-                    float v = T[i][j][2 * h + e];
-                    if (NORM) v = __fmul_rn(v, sc);
-                    float *yp = a.y + (size_t)r * a.ldy + n;
-                    *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
+                    gm_put<NORM>(a, r, n, T[i][j][2 * h + e], sc);
                 }
         }
 }
@@ -208,12 +205,10 @@ template <bool LO, bool NORM>
 static tern_status gm_launch(tern_cuda *c, const gm_args &a)
 {
     auto kern = mma_gemm_kernel<LO, NORM>;
-    static int ready; /* one value per instance; a race only sets it twice */
+    static int ready;
     size_t smem = gm_smem(LO);
-    if (!ready) {
-        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "mma_gemm smem");
-        ready = 1;
-    }
+    tern_status st = smem_limit_once((const void *)kern, smem, &ready, "mma_gemm smem");
+    if (st) return st;
     dim3 grid((unsigned)((a.N + GM_BN - 1) / GM_BN), (unsigned)((a.M + GM_BM - 1) / GM_BM));
     return launch(c, "mma_gemm", kern, grid, dim3(GM_THREADS), smem, a);
 }

@@ -21,11 +21,10 @@
  * of them in flight while one is multiplied. */
 #include "backend/cuda/mma.cuh"
 
-enum { WG_BM = 128, WG_BN = 128, WG_THREADS = 256,
+enum { WG_BM = 128, WG_BN = 128, WG_THREADS = 256, WG_KS = 2, WG_STAGES = 4,
        WG_TILE = 128 * MMA_KB * 2 /* bytes of one 128-row operand's 32-element block */ };
 
-/* Shared memory of STAGES stages of KS blocks. */
-static size_t wg_smem(bool lo, int ks, int stages) { return (size_t)stages * ks * ((lo ? 2 : 1) + 1) * WG_TILE; }
+static size_t wg_smem(bool lo) { return (size_t)WG_STAGES * WG_KS * ((lo ? 2 : 1) + 1) * WG_TILE; }
 
 /* Byte offset of (row r, 8-element k group kg) in an operand block: core
  * matrix (r / 8, kg) at (r / 8) * 512 + kg * 128. */
@@ -64,7 +63,7 @@ __device__ __forceinline__ void wgmma128(float d[64], uint64_t da, uint64_t db)
 #endif
 }
 
-template <bool LO, bool NORM, int WG_KS, int WG_STAGES>
+template <bool LO, bool NORM>
 __global__ void __launch_bounds__(WG_THREADS, 1) wgmma_gemm_kernel(gm_args a)
 {
     extern __shared__ uint4 wg_sm4[];
@@ -189,38 +188,25 @@ __global__ void __launch_bounds__(WG_THREADS, 1) wgmma_gemm_kernel(gm_args a)
             for (int e = 0; e < 2; e++) {
                 int n = n0 + 8 * i + 2 * t + e;
                 if (n >= a.N) continue;
-                float v = T[4 * i + 2 * h + e];
-                if (NORM) v = __fmul_rn(v, sc);
-                float *yp = a.y + (size_t)r * a.ldy + n;
-                *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
+                gm_put<NORM>(a, r, n, T[4 * i + 2 * h + e], sc);
             }
     }
 }
 
-template <bool LO, bool NORM, int KS, int ST>
+template <bool LO, bool NORM>
 static tern_status wg_launch(tern_cuda *c, const gm_args &a)
 {
-    auto kern = wgmma_gemm_kernel<LO, NORM, KS, ST>;
-    static int ready; /* one value per instance; a race only sets it twice */
-    size_t smem = wg_smem(LO, KS, ST);
-    if (!ready) {
-        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "wgmma smem");
-        ready = 1;
-    }
+    auto kern = wgmma_gemm_kernel<LO, NORM>;
+    static int ready;
+    size_t smem = wg_smem(LO);
+    tern_status st = smem_limit_once((const void *)kern, smem, &ready, "wgmma smem");
+    if (st) return st;
     dim3 grid((unsigned)((a.M + WG_BM - 1) / WG_BM), (unsigned)((a.N + WG_BN - 1) / WG_BN));
     return launch(c, "wgmma_gemm", kern, grid, dim3(WG_THREADS), smem, a);
 }
 
-template <int KS, int ST>
-static tern_status wg_pick(tern_cuda *c, bool lo, bool norm, const gm_args &a)
-{
-    if (norm) return lo ? wg_launch<true, true, KS, ST>(c, a) : wg_launch<false, true, KS, ST>(c, a);
-    return lo ? wg_launch<true, false, KS, ST>(c, a) : wg_launch<false, false, KS, ST>(c, a);
-}
-
 tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a)
 {
-    /* TERN_CUDA_WGMMA=2: stages of one block, eight of them */
-    if (c->wgmma == 2) return wg_pick<1, 8>(c, lo, norm, a);
-    return wg_pick<2, 4>(c, lo, norm, a);
+    if (norm) return lo ? wg_launch<true, true>(c, a) : wg_launch<false, true>(c, a);
+    return lo ? wg_launch<true, false>(c, a) : wg_launch<false, false>(c, a);
 }
