@@ -15,7 +15,11 @@
 # TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all three, defaults
 # again), prof (TERN_CUDA_PROF=1: device time per class of op, decode), gguf (the same weights as
 # an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
-# llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1).
+# llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1),
+# benchvs (tern bench batch 1 alternately by this bundle's tern and another build's, carried as
+# $D/ref.tar.xz by scripts/cuda_ref_bundle.sh REV, twice each, under the environment VS),
+# batchab (batchbench under each environment of the ;-separated AB, the entry "ref" running the
+# other build's tern instead).
 # Logs of ops go to $OUT when set.
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
@@ -33,8 +37,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 for ph in "$@"; do
   echo "=== $ph $(date +%T)"
   case $ph in
-  ops) "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
-  opstime) "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
+  ops) timeout 300 "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
+  opstime) timeout 300 "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
   fwd) timeout 300 "$D/bin/test_forward_cuda" 2>&1 | tail -30 ;;
   parity) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 300 python3 -m pytest -q -k "not moe" tests/py/test_model_parity.py 2>&1 | tail -15) ;;
   batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x -k "not draft" tests/py/test_server_batching.py 2>&1 | tail -8) ;;
@@ -47,7 +51,7 @@ for ph in "$@"; do
   benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
     for v in "${vs[@]}"; do
       echo "--- ${v:-defaults}"
-      env $v TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
+      env $v TERN_CUDA_STATS=1 timeout 150 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
     done ;;
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
   llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"
@@ -58,6 +62,18 @@ for ph in "$@"; do
     done
     LD_LIBRARY_PATH=$LLP ldd "$D/llama/llama-bench" | grep "not found"
     for r in 1 2; do LD_LIBRARY_PATH=$LLP "$D/llama/llama-bench" -m /tmp/q8b-f16.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E "qwen3|error|failed" ; done ;;
+  benchvs) [ -x "$D/ref/tern" ] || tar -xJf "$D/ref.tar.xz" -C "$D"
+    for r in 1 2; do for b in "$T" "$PWD/$D/ref/tern"; do
+      echo "--- $b $(cat "$D/ref/REV" 2>/dev/null | head -c 12 | sed "s/^/(ref: /;s/$/)/")"
+      env $VS TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
+    done; done ;;
+  batchab) [ -x "$D/ref/tern" ] || { [ -f "$D/ref.tar.xz" ] && tar -xJf "$D/ref.tar.xz" -C "$D"; }
+    IFS=';' read -ra vs <<<"${AB:-}"
+    for v in "${vs[@]}"; do
+      b=$T; [ "$v" = ref ] && { b=$PWD/$D/ref/tern; v=; }
+      echo "--- ${b##*/.dev/} ${v:-defaults}"
+      env $v timeout 200 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | grep -E "^batch"
+    done ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;
   esac
 done

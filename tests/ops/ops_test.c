@@ -137,6 +137,7 @@ static void ops_refusals(void)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
     int timing = argc > 1 && !strcmp(argv[1], "--time");
     if (argc > 1 && !timing) {
         fprintf(stderr, "usage: ops_test [--time]\n");
