@@ -196,13 +196,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1) wgmma_gemm_kernel(gm_args a)
 template <bool LO, bool NORM>
 static tern_status wg_launch(tern_cuda *c, const gm_args &a)
 {
-    auto kern = wgmma_gemm_kernel<LO, NORM>;
     static int ready;
-    size_t smem = wg_smem(LO);
-    tern_status st = smem_limit_once((const void *)kern, smem, &ready, "wgmma smem");
-    if (st) return st;
     dim3 grid((unsigned)((a.M + WG_BM - 1) / WG_BM), (unsigned)((a.N + WG_BN - 1) / WG_BN));
-    return launch(c, "wgmma_gemm", kern, grid, dim3(WG_THREADS), smem, a);
+    return gm_start(c, "wgmma_gemm", wgmma_gemm_kernel<LO, NORM>, &ready, wg_smem(LO), grid, WG_THREADS, a);
 }
 
 tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a)
