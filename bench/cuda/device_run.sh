@@ -18,8 +18,8 @@
 # llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1),
 # benchvs (tern bench batch 1 alternately by this bundle's tern and another build's, carried as
 # $D/ref.tar.xz by scripts/cuda_ref_bundle.sh REV, twice each, under the environment VS),
-# batchab (batchbench under each environment of the ;-separated AB, the entry "ref" running the
-# other build's tern instead).
+# batchab (batchbench under each environment of the ;-separated AB). In benchab and batchab an
+# entry "ref" or "ref VAR=..." runs the other build's tern (benchvs's) instead of this one.
 # Logs of ops go to $OUT when set.
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
@@ -49,9 +49,11 @@ for ph in "$@"; do
   batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
   benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
   benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
+    [ -x "$D/ref/tern" ] || { [ -f "$D/ref.tar.xz" ] && tar -xJf "$D/ref.tar.xz" -C "$D"; }
     for v in "${vs[@]}"; do
-      echo "--- ${v:-defaults}"
-      env $v TERN_CUDA_STATS=1 timeout 150 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
+      b=$T; case $v in ref*) b=$PWD/$D/ref/tern; v=${v#ref};; esac
+      echo "--- ${b##*/.dev/} ${v:-defaults}"
+      env $v TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
     done ;;
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
   llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"
@@ -70,7 +72,7 @@ for ph in "$@"; do
   batchab) [ -x "$D/ref/tern" ] || { [ -f "$D/ref.tar.xz" ] && tar -xJf "$D/ref.tar.xz" -C "$D"; }
     IFS=';' read -ra vs <<<"${AB:-}"
     for v in "${vs[@]}"; do
-      b=$T; [ "$v" = ref ] && { b=$PWD/$D/ref/tern; v=; }
+      b=$T; case $v in ref*) b=$PWD/$D/ref/tern; v=${v#ref};; esac
       echo "--- ${b##*/.dev/} ${v:-defaults}"
       env $v timeout 200 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | grep -E "^batch"
     done ;;
