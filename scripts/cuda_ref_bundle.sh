@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds tern at git revision REV (default main) in a scratch worktree and
 # packs its stripped binary as DEST/ref.tar.xz (default .dev/cuda), for
-# bench/cuda/device_run.sh's benchvs phase: the same benchmark by two
-# builds in one GPU call. Needs nvcc (the CUDA objects are part of tern).
+# the "ref" entries of bench/cuda/device_run.sh's benchab and batchab: the
+# same benchmark by two builds in one GPU call. Needs nvcc (the CUDA
+# objects are part of tern).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-main}

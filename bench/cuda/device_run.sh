@@ -16,10 +16,9 @@
 # again), prof (TERN_CUDA_PROF=1: device time per class of op, decode), gguf (the same weights as
 # an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
 # llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1),
-# benchvs (tern bench batch 1 alternately by this bundle's tern and another build's, carried as
-# $D/ref.tar.xz by scripts/cuda_ref_bundle.sh REV, twice each, under the environment VS),
 # batchab (batchbench under each environment of the ;-separated AB). In benchab and batchab an
-# entry "ref" or "ref VAR=..." runs the other build's tern (benchvs's) instead of this one.
+# entry "ref" or "ref VAR=..." runs another build's tern, carried as $D/ref.tar.xz by
+# scripts/cuda_ref_bundle.sh REV, instead of this one (AB=";ref;;ref": the two builds alternately).
 # Logs of ops go to $OUT when set.
 D=${BUNDLE:-.dev/cuda}
 OUT=${OUT:-/tmp}
@@ -33,6 +32,15 @@ TREE=$D/tree; [ -d "$TREE" ] || TREE=.
 export LD_LIBRARY_PATH=$PWD/$D/lib PYTHONUNBUFFERED=1
 [ -d "$D/shared" ] && export TERN_SHARED=$PWD/$D/shared
 T=$PWD/$D/bin/tern
+# The tern of an AB entry ("ref ..." the other build's) into $b, the entry's environment into $v.
+pick() {
+  b=$T; v=$1
+  case $v in ref*)
+    [ -x "$D/ref/tern" ] || tar -xJf "$D/ref.tar.xz" -C "$D"
+    b=$PWD/$D/ref/tern; v=${v#ref} ;;
+  esac
+  echo "--- $([ "$b" = "$T" ] && echo this || echo "ref $(head -c 12 "$D/ref/REV" 2>/dev/null)") ${v:-defaults}"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 for ph in "$@"; do
   echo "=== $ph $(date +%T)"
@@ -49,10 +57,8 @@ for ph in "$@"; do
   batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
   benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
   benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
-    [ -x "$D/ref/tern" ] || { [ -f "$D/ref.tar.xz" ] && tar -xJf "$D/ref.tar.xz" -C "$D"; }
-    for v in "${vs[@]}"; do
-      b=$T; case $v in ref*) b=$PWD/$D/ref/tern; v=${v#ref};; esac
-      echo "--- ${b##*/.dev/} ${v:-defaults}"
+    for e in "${vs[@]}"; do
+      pick "$e"
       env $v TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
     done ;;
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
@@ -64,16 +70,9 @@ for ph in "$@"; do
     done
     LD_LIBRARY_PATH=$LLP ldd "$D/llama/llama-bench" | grep "not found"
     for r in 1 2; do LD_LIBRARY_PATH=$LLP "$D/llama/llama-bench" -m /tmp/q8b-f16.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E "qwen3|error|failed" ; done ;;
-  benchvs) [ -x "$D/ref/tern" ] || tar -xJf "$D/ref.tar.xz" -C "$D"
-    for r in 1 2; do for b in "$T" "$PWD/$D/ref/tern"; do
-      echo "--- $b $(cat "$D/ref/REV" 2>/dev/null | head -c 12 | sed "s/^/(ref: /;s/$/)/")"
-      env $VS TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
-    done; done ;;
-  batchab) [ -x "$D/ref/tern" ] || { [ -f "$D/ref.tar.xz" ] && tar -xJf "$D/ref.tar.xz" -C "$D"; }
-    IFS=';' read -ra vs <<<"${AB:-}"
-    for v in "${vs[@]}"; do
-      b=$T; case $v in ref*) b=$PWD/$D/ref/tern; v=${v#ref};; esac
-      echo "--- ${b##*/.dev/} ${v:-defaults}"
+  batchab) IFS=';' read -ra vs <<<"${AB:-}"
+    for e in "${vs[@]}"; do
+      pick "$e"
       env $v timeout 200 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | grep -E "^batch"
     done ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;
