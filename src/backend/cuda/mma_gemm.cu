@@ -228,22 +228,23 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     uint16_t *hi = (uint16_t *)s, *lo16 = (uint16_t *)((char *)s + xs);
     float *inv = (float *)((char *)s + 2 * xs), *u = wu ? (float *)((char *)s + 2 * xs + is) : NULL;
     dim3 pg((unsigned)((M + 3) / 4)), pb(128);
-    bool wgmma = c->wgmma;
+    /* the prep writes the warpgroup GEMM's layout only when that GEMM
+     * takes every product of the call (the other kernel reads the natural
+     * order) */
+    gm_args wa = {hi, lo16, M, K, (const uint16_t *)w, N, y, N, 0, inv, (const uint16_t *)wu};
+    bool wgmma = c->wgmma && tern_cuda_wgmma_takes(wa);
     void (*prep)(const float *, int, int, const float *, float, uint16_t *, uint16_t *, float *) =
         wgmma ? (nw ? (lo ? mma_prep_kernel<true, true, true> : mma_prep_kernel<false, true, true>)
                     : (lo ? mma_prep_kernel<true, false, true> : mma_prep_kernel<false, false, true>))
               : (nw ? (lo ? mma_prep_kernel<true, true, false> : mma_prep_kernel<false, true, false>)
                     : (lo ? mma_prep_kernel<true, false, false> : mma_prep_kernel<false, false, false>));
     if ((st = launch(c, "mma_prep", prep, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv))) return st;
-    if (wgmma && wu) {
-        /* the warpgroup GEMM takes the gate and up together, silu(g) * u in its epilogue */
-        gm_args a = {hi, lo16, M, K, (const uint16_t *)w, N, y, N, 0, inv, (const uint16_t *)wu};
-        if (tern_cuda_wgmma_takes(a)) return tern_cuda_wgmma_gemm(c, lo, nw != NULL, a);
-    }
+    /* the warpgroup GEMM takes the gate and up together, silu(g) * u in its epilogue */
+    if (wgmma && wu) return tern_cuda_wgmma_gemm(c, lo, nw != NULL, wa);
     for (int pass = 0; pass < (wu ? 2 : 1); pass++) {
         gm_args a = {hi, lo16, M, K, (const uint16_t *)(pass ? wu : w), N, pass ? u : y, wu ? N : ldy,
                      wu ? 0 : accumulate, inv};
-        if (wgmma && tern_cuda_wgmma_takes(a)) st = tern_cuda_wgmma_gemm(c, lo, nw != NULL, a);
+        if (wgmma) st = tern_cuda_wgmma_gemm(c, lo, nw != NULL, a);
         else if (nw) st = lo ? gm_launch<true, true>(c, a) : gm_launch<false, true>(c, a);
         else st = lo ? gm_launch<true, false>(c, a) : gm_launch<false, false>(c, a);
         if (st) return st;

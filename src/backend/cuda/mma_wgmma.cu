@@ -183,8 +183,10 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) P[i] = T[i] = 0.0f;
     /* Part by part (every part a whole number of stages, see _takes): its
-     * stages' MMAs, each stage's slot handed back once the next stage's
-     * are issued and its own are done, then the partial into the sum. */
+     * stages' MMAs, then the partial into the sum. A stage's MMAs read
+     * this thread's weight registers until they are done, so the stage
+     * waits for them before the next one loads its registers (the other
+     * warpgroup's MMAs fill the gap), then hands its slot back. */
     int ks = 0;
     for (int q = 0; q < MMA_PARTS; q++) {
         int ns = (mma_part(nb, q + 1) - mma_part(nb, q)) / 2;
@@ -212,13 +214,10 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
                 if (LO) wgmma128r(P, a0, a1, a2, a3, wg_desc(Xl + off));
             }
             wg_commit();
-            wg_wait<1>();
+            wg_wait<0>();
             wg_hold(P);
-            if (j > 0) tw_release(&empty[(ks - 1) % C::STAGES], lane);
+            tw_release(&empty[s], lane);
         }
-        wg_wait<0>();
-        wg_hold(P);
-        if (ns > 0) tw_release(&empty[(ks - 1) % C::STAGES], lane);
 #pragma unroll
         for (int i = 0; i < 64; i++) {
             T[i] = q ? __fadd_rn(T[i], P[i]) : P[i];
