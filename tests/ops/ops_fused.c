@@ -246,7 +246,7 @@ void ops_fused(void)
         norm_case(1, TERN_DT_BF16, 200, 160, 72);
         norm_case(1, TERN_DT_BF16, 150, 1024, 200);
     }
-    tern_cuda_set_wgmma(ops_cuda, 0); /* the default */
+    tern_cuda_set_wgmma(ops_cuda, 1); /* the default */
     attn_prologue_case(32, 8, 128, 1);
     attn_prologue_case(8, 2, 64, 0);
     attn_prologue_case(4, 4, 16, 1);

@@ -44,7 +44,7 @@ void ops_time(void)
     float *nwf = dev_random(4096, TERN_DT_F32, 40), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(12288));
     float ms;
     const char *wge = getenv("TERN_CUDA_WGMMA");
-    int wg_env = wge ? atoi(wge) : 0;
+    int wg_env = wge ? atoi(wge) : 1;
     tern_cuda_set_wgmma(ops_cuda, 0); /* rows past 64 on the mma.sync GEMM, then each on the warpgroup GEMM */
     printf("%-22s %3s %10s %9s %8s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s",
            "TFLOP/s");
