@@ -75,7 +75,9 @@ for ph in "$@"; do
       pick "$e"
       env $v timeout 200 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | grep -E "^batch"
     done ;;
-  prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14 ;;
+  prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14
+        echo "--- prefill 512"
+        TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 4 --reps 1 2>&1 | tail -14 ;;
   esac
 done
 echo "=== end $(date +%T)"

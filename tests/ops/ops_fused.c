@@ -238,10 +238,15 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 20, 1032, 77);
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
-    norm_case(0, TERN_DT_BF16, 65, 4096, 300);
-    norm_case(1, TERN_DT_BF16, 130, 512, 136);
-    norm_case(0, TERN_DT_BF16, 33, 96, 40);
-    norm_case(1, TERN_DT_BF16, 200, 160, 72);
+    for (int wg = 0; wg <= 1; wg++) { /* both GEMMs (ops_linear) */
+        tern_cuda_set_wgmma(ops_cuda, wg);
+        norm_case(0, TERN_DT_BF16, 65, 4096, 300);
+        norm_case(1, TERN_DT_BF16, 130, 512, 136);
+        norm_case(0, TERN_DT_BF16, 33, 96, 40);
+        norm_case(1, TERN_DT_BF16, 200, 160, 72);
+        norm_case(1, TERN_DT_BF16, 150, 1024, 200);
+    }
+    tern_cuda_set_wgmma(ops_cuda, 1); /* the default */
     attn_prologue_case(32, 8, 128, 1);
     attn_prologue_case(8, 2, 64, 0);
     attn_prologue_case(4, 4, 16, 1);

@@ -154,20 +154,26 @@ void ops_linear(void)
      * M > 64: its rows alone run the small-batch kernel, so the check of
      * rows alone is the check that both kernels agree bit for bit), and K
      * whose 32-element blocks split into uneven or empty quarters. */
+    /* The warpgroup GEMM takes K whose parts start on even blocks (4096,
+     * 512, 1536, 1024 here: several stages a part, more stages than slots,
+     * partial row and column tiles); the others fall back to mma.sync. */
     static const int big[][3] = {{65, 256, 64}, {130, 4096, 1030}, {300, 512, 136}, {97, 96, 40}, {70, 32, 9},
-                                 {129, 4128, 200}, {64, 160, 72}, {33, 96, 40}};
-    /* Both GEMMs: mma.sync (the default) and warpgroup MMA. */
-    for (int wg = 0; wg < 2; wg++) {
+                                 {129, 4128, 200}, {64, 160, 72}, {33, 96, 40}, {200, 1536, 256}, {257, 1024, 130}};
+    enum { NBIG = sizeof big / sizeof big[0] };
+    /* Both GEMMs: mma.sync and warpgroup MMA (the default). */
+    for (int wg = 0; wg <= 1; wg++) {
         tern_cuda_set_wgmma(ops_cuda, wg);
-        if (wg) printf("(warpgroup-MMA GEMM)\n");
-        for (int i = 0; i < 8; i++) {
+        printf("(%s GEMM)\n", wg ? "warpgroup-MMA" : "mma.sync");
+        for (int i = 0; i < NBIG; i++) {
             matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, big[i][0], big[i][1], big[i][2], i & 1);
             matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, big[i][0], big[i][1], big[i][2], 0);
         }
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 100, 512, 96);
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 70, 256, 40);
+        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 200, 1024, 200); /* the warpgroup GEMM's fused gate / up */
+        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 129, 1536, 64);
     }
-    tern_cuda_set_wgmma(ops_cuda, 0);
+    tern_cuda_set_wgmma(ops_cuda, 1); /* the default */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, 40, 4096, 1030, 0);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, 64, 1032, 77, 1);
     for (int d = 0; d < 3; d++) {

@@ -43,6 +43,9 @@ void ops_time(void)
     float *x = dev_random(512L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(64L * 151936 * 4);
     float *nwf = dev_random(4096, TERN_DT_F32, 40), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(12288));
     float ms;
+    const char *wge = getenv("TERN_CUDA_WGMMA");
+    int wg_env = wge ? atoi(wge) : 1;
+    tern_cuda_set_wgmma(ops_cuda, 0); /* rows past 64 on the mma.sync GEMM, then each on the warpgroup GEMM */
     printf("%-22s %3s %10s %9s %8s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s",
            "TFLOP/s");
     for (int i = 0; i < 4; i++) {
@@ -59,6 +62,17 @@ void ops_time(void)
                 printf("%-22s %3d %10.1f %9.0f %8.1f%s\n", mm[i].what, Ms[m], ms * 1e3, gb / (ms / 1e3),
                        2.0 * Ms[m] * mm[i].K * mm[i].N / (ms / 1e3) / 1e12, bf ? "  (bf16 activations)" : "");
             }
+            if (Ms[m] == 512) /* the warpgroup GEMM */
+                for (int bf = 0; bf < 2; bf++) {
+                    tern_cuda_set_wgmma(ops_cuda, 1);
+                    TIME_IT(ms, tern_cuda_matmul(ops_cuda, bf ? TERN_CUDA_ACT_BF16 : TERN_CUDA_ACT_F32,
+                                                      TERN_CUDA_MM_OWN, x, 512, mm[i].K, w[i_ % nc], TERN_DT_BF16,
+                                                      mm[i].N, y, mm[i].N, 0, NULL));
+                    tern_cuda_set_wgmma(ops_cuda, 0);
+                    printf("%-22s %3d %10.1f %9.0f %8.1f  (warpgroup GEMM%s)\n", mm[i].what, 512, ms * 1e3,
+                           gb / (ms / 1e3), 2.0 * 512 * mm[i].K * mm[i].N / (ms / 1e3) / 1e12,
+                           bf ? ", bf16 activations" : "");
+                }
             if (Ms[m] == 512) {
                 void *bt = ops_dev_zero(tern_cuda_matmul_tmp_bytes(TERN_CUDA_MM_CUBLAS, 512, mm[i].K, mm[i].N));
                 TIME_IT(ms, tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, x, 512, mm[i].K,
@@ -89,6 +103,16 @@ void ops_time(void)
                                                TERN_DT_BF16, 12288, h));
             printf("%-22s %3d %10.1f %9.0f %8.1f\n", "gate_up", Ms[m], ms * 1e3, gb / (ms / 1e3),
                    2.0 * 2 * Ms[m] * 4096 * 12288 / (ms / 1e3) / 1e12);
+            if (Ms[m] == 512)
+                for (int bf = 0; bf < 2; bf++) {
+                    tern_cuda_set_wgmma(ops_cuda, 1);
+                    TIME_IT(ms, tern_cuda_gate_up(ops_cuda, bf ? TERN_CUDA_ACT_BF16 : TERN_CUDA_ACT_F32, x, 512, 4096,
+                                                       wg[i_ % nc], wu[i_ % nc], TERN_DT_BF16, 12288, h));
+                    tern_cuda_set_wgmma(ops_cuda, 0);
+                    printf("%-22s %3d %10.1f %9.0f %8.1f  (warpgroup GEMM%s)\n", "gate_up", 512, ms * 1e3,
+                           gb / (ms / 1e3), 2.0 * 2 * 512 * 4096 * 12288 / (ms / 1e3) / 1e12,
+                           bf ? ", bf16 activations" : "");
+                }
         }
         tern_cuda_free(ops_cuda, h);
         TIME_IT(ms, tern_cuda_gate_up_norm(ops_cuda, x, 1, 4096, nwf, 1e-6f, wg[i_ % nc], wu[i_ % nc],
@@ -107,6 +131,7 @@ void ops_time(void)
         printf("%-22s %10.1f us (lse + argmax, one row of 151936)\n", "summary", ms * 1e3);
         tern_cuda_free(ops_cuda, tmp); tern_cuda_free(ops_cuda, cnt); tern_cuda_free(ops_cuda, out);
     }
+    tern_cuda_set_wgmma(ops_cuda, wg_env);
     tern_cuda_free(ops_cuda, nwf);
     tern_cuda_free(ops_cuda, ntmp);
     /* Decode attention: one row, 32 query heads over 8 kv heads of 128. */

@@ -49,8 +49,9 @@ const char *tern_cuda_describe(const tern_cuda *c);
  * while the one before it drains, fetching its weights, and waits for that
  * kernel's results before reading them. Off queues plain launches. */
 void tern_cuda_set_pdl(tern_cuda *c, int on);
-/* The GEMM of bf16 products past the small-batch kernel: 0 mma.sync (the
- * default), 1 warpgroup MMA (sm_90a wgmma; the same bits, slower so far);
+/* The GEMM of bf16 products past the small-batch kernel: 1 warpgroup MMA
+ * fed by the tensor copy engine (sm_90a; the default; K whose parts do not
+ * start on even blocks stay on mma.sync), 0 mma.sync (the same bits);
  * TERN_CUDA_WGMMA sets it at open. */
 void tern_cuda_set_wgmma(tern_cuda *c, int mode);
 

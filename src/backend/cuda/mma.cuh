@@ -138,6 +138,7 @@ struct gm_args {
     float *y;
     int ldy, accumulate;
     const float *inv;        /* NORM: [M] */
+    const uint16_t *wu;      /* [N, K] bf16: with it, y = silu(x . w^T) * (x . wu^T) (the warpgroup GEMM only) */
 };
 
 /* The GEMMs' epilogue for output (r, n) whose parts sum to v: the folded
@@ -163,8 +164,11 @@ static tern_status gm_start(tern_cuda *c, const char *what, void (*kern)(P...), 
 }
 
 /* The warpgroup-MMA GEMM (mma_wgmma.cu): a's arrays borrowed for the
- * call; hi and lo hold each 32-element block in step order, its 4-element
- * chunks 0 2 4 6 1 3 5 7 (the prep's PERM layout). */
+ * call, hi and lo in the prep's PERM layout (each 32-element block's step
+ * s at bytes 32 s .. 32 s + 31, slot 2t + d holding element 8t + 4s + d
+ * and slot 2t + 8 + d element 8t + 4s + 2 + d); it takes a when _takes
+ * says so. */
+int tern_cuda_wgmma_takes(const gm_args &a);
 tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a);
 
 /* Scratch of the GEMM path (mma_gemm.cu), grown on demand outside graph

@@ -28,8 +28,8 @@ static size_t gm_smem(bool lo) { return (size_t)GM_STAGES * gm_stage(lo) * sizeo
 /* ---- prep: hi / lo of x, 1 / rms ----------------------------------------- */
 
 /* One warp per row, lane 4q + t as (part q, lane t) of the small-batch
- * kernel. PERM: each 32-element block stored in step order, chunks
- * c0 c2 c4 c6 c1 c3 c5 c7 of 4 elements (the warpgroup GEMM's layout);
+ * kernel. PERM: each 32-element block in the warpgroup GEMM's layout
+ * (mma.cuh: lane t's pairs r0..r3 at elements 2t, 2t + 8, 16 + 2t, 24 + 2t);
  * else in natural order. */
 template <bool LO, bool NORM, bool PERM>
 __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw, float eps,
@@ -57,13 +57,13 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
             uint32_t h[4], l[4];
             mma_split8<LO>(v, h, l);
             if (PERM) {
-                /* lane t's chunks c_2t and c_2t+1 go to slots t and 4 + t */
-                size_t b0 = (size_t)row * K + (size_t)kb * MMA_KB + 4 * t;
-                *reinterpret_cast<uint2 *>(hi + b0) = make_uint2(h[0], h[1]);
-                *reinterpret_cast<uint2 *>(hi + b0 + 16) = make_uint2(h[2], h[3]);
-                if (LO) {
-                    *reinterpret_cast<uint2 *>(lo + b0) = make_uint2(l[0], l[1]);
-                    *reinterpret_cast<uint2 *>(lo + b0 + 16) = make_uint2(l[2], l[3]);
+                uint32_t *hb = reinterpret_cast<uint32_t *>(hi + (size_t)row * K + (size_t)kb * MMA_KB);
+                uint32_t *lb = reinterpret_cast<uint32_t *>(lo + (size_t)row * K + (size_t)kb * MMA_KB);
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    int w = (r >> 1) * 8 + (r & 1) * 4 + t; /* the pair's 4-byte word: element 2 w */
+                    hb[w] = h[r];
+                    if (LO) lb[w] = l[r];
                 }
             } else {
                 *reinterpret_cast<uint4 *>(hi + (size_t)row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
@@ -224,13 +224,19 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     uint16_t *hi = (uint16_t *)s, *lo16 = (uint16_t *)((char *)s + xs);
     float *inv = (float *)((char *)s + 2 * xs), *u = wu ? (float *)((char *)s + 2 * xs + is) : NULL;
     dim3 pg((unsigned)((M + 3) / 4)), pb(128);
-    bool wgmma = c->wgmma;
+    /* the prep writes the warpgroup GEMM's layout only when that GEMM
+     * takes every product of the call (the other kernel reads the natural
+     * order) */
+    gm_args wa = {hi, lo16, M, K, (const uint16_t *)w, N, y, N, 0, inv, (const uint16_t *)wu};
+    bool wgmma = c->wgmma && tern_cuda_wgmma_takes(wa);
     void (*prep)(const float *, int, int, const float *, float, uint16_t *, uint16_t *, float *) =
         wgmma ? (nw ? (lo ? mma_prep_kernel<true, true, true> : mma_prep_kernel<false, true, true>)
                     : (lo ? mma_prep_kernel<true, false, true> : mma_prep_kernel<false, false, true>))
               : (nw ? (lo ? mma_prep_kernel<true, true, false> : mma_prep_kernel<false, true, false>)
                     : (lo ? mma_prep_kernel<true, false, false> : mma_prep_kernel<false, false, false>));
     if ((st = launch(c, "mma_prep", prep, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv))) return st;
+    /* the warpgroup GEMM takes the gate and up together, silu(g) * u in its epilogue */
+    if (wgmma && wu) return tern_cuda_wgmma_gemm(c, lo, nw != NULL, wa);
     for (int pass = 0; pass < (wu ? 2 : 1); pass++) {
         gm_args a = {hi, lo16, M, K, (const uint16_t *)(pass ? wu : w), N, pass ? u : y, wu ? N : ldy,
                      wu ? 0 : accumulate, inv};

@@ -1,41 +1,88 @@
 /* The GEMM for prefill-sized products (more than 64 rows) on Hopper's
- * warpgroup MMA (wgmma), in the per-element order of mma.cuh.
+ * warpgroup MMA (wgmma) fed by the tensor copy engine (TMA), in the
+ * per-element order of mma.cuh (TERN_CUDA_WGMMA=1).
  *
- * Why it keeps the order: on sm_90 one wgmma m64nNk16 step and one
- * mma.sync m16n8k16 step compute the same fused dot-add of their 16
- * products and the accumulator (products exact, aligned to the largest
- * exponent, one rounding), which does not depend on the order of the 16
- * k slots, only on which 16 elements form the step. mma.cuh's step 0 of a
- * 32-element block takes its 4-element chunks c0, c2, c4, c6 and step 1
- * c1, c3, c5, c7 (lane t holds c_2t and c_2t+1), so the shared-memory
- * operands hold each block as c0 c2 c4 c6 | c1 c3 c5 c7: the prep writes
- * hi / lo in that order (tern_cuda_mma's perm layout), the weights are
- * copied into it 8 bytes at a time. Each step runs as wgmma(hi) then
- * wgmma(lo); a part's partial starts at +0 and the parts are summed in
- * order, as in the other two kernels; ops_test checks every row of a GEMM
- * against the same row alone (the small-batch kernel) bit for bit.
+ * Why it keeps the order: one wgmma m64nNk16 step computes, per output,
+ * the same fused dot-add of 16 products and the accumulator as one
+ * mma.sync m16n8k16 step, whatever k slots hold the 16 elements, only
+ * which 16 form the step matters. Here the weights are the MMA's A operand
+ * (64 weight rows a warpgroup), from registers: each thread reads its 16
+ * bytes of a block, elements 8t .. 8t+7, as the small-batch kernel does,
+ * so a step holds mma.cuh's elements in the same slots. x is the B operand
+ * (128 rows a tile), from shared memory, and the prep stores each block of
+ * hi / lo so that a step's 32 bytes hold those elements in those slots
+ * (the prep's PERM layout). Each step runs as wgmma(hi) then wgmma(lo); a
+ * part's partial starts at +0 and the parts are summed in order, as in the
+ * other two kernels; ops_test checks every row of a GEMM against the same
+ * row alone (the small-batch kernel) bit for bit.
  *
- * Tiles of 128 rows x 128 columns, two warpgroups of 64 rows; operands in
- * shared memory without swizzle (8-row x 16-byte core matrices), fed by
- * cp.async through WG_STAGES stages of WG_KS blocks, up to WG_STAGES - 1
- * of them in flight while one is multiplied. */
+ * A block owns 128 x rows x 128 weight rows of y (64 weight rows and the
+ * same 64 of the up with a SwiGLU pair): two consumer warpgroups keep the
+ * running part's partial and the sum of the finished parts in registers;
+ * a ninth warp issues the copies. Stages of 64 k elements (two blocks: one
+ * 128-byte row per operand row, stored in the 128-byte swizzle the copy
+ * engine writes) rotate through the slots of tw_cfg, each with a "full"
+ * barrier (the copies' bytes landed) and an "empty" one (the MMAs that
+ * read it are done). */
+#include <cuda.h>
+
 #include "backend/cuda/mma.cuh"
 
-enum { WG_BM = 128, WG_BN = 128, WG_THREADS = 256, WG_KS = 2, WG_STAGES = 4,
-       WG_TILE = 128 * MMA_KB * 2 /* bytes of one 128-row operand's 32-element block */ };
+enum { TW_BM = 128, TW_BN = 128, TW_BK = 2 * MMA_KB, TW_CONSUMERS = 2, TW_THREADS = 32 * (4 * TW_CONSUMERS + 1),
+       TW_TILE = 128 * TW_BK * 2 /* bytes of one 128-row operand's stage */ };
 
-static size_t wg_smem(bool lo) { return (size_t)WG_STAGES * WG_KS * ((lo ? 2 : 1) + 1) * WG_TILE; }
+template <bool LO> struct tw_cfg {
+    enum { NA = LO ? 2 : 1, STAGE = (NA + 1) * TW_TILE, STAGES = LO ? 4 : 6,
+           SMEM = STAGES * STAGE + 1024 /* alignment of the swizzle atoms */ };
+};
 
-/* Byte offset of (row r, 8-element k group kg) in an operand block: core
- * matrix (r / 8, kg) at (r / 8) * 512 + kg * 128. */
-__device__ __forceinline__ int wg_off(int r, int kg) { return (r >> 3) * 512 + kg * 128 + (r & 7) * 16; }
+/* ---- PTX: barriers, copies, MMAs ----------------------------------------- */
 
-/* Descriptor of a K-major operand without swizzle: k-adjacent core
- * matrices 128 bytes apart (leading offset), row groups 512 (stride). */
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mb_init(uint64_t *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mb_expect(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mb_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+/* Until the barrier's phase of this parity has completed (parity 1 of a
+ * fresh barrier: at once). */
+__device__ __forceinline__ void mb_wait(uint64_t *bar, unsigned parity)
+{
+    uint32_t done = 0, a = smem_u32(bar);
+    while (!done)
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+}
+
+/* The box at (element k, row r) of map into dst, counted on bar. */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k, int r, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];" ::"r"(smem_u32(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(r), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+/* Descriptor of a K-major operand in the 128-byte swizzle: 8-row groups
+ * 1024 bytes apart (stride), the leading offset unused (1); the k16 step
+ * at byte 32 s of the rows starts 32 s bytes in. */
 __device__ __forceinline__ uint64_t wg_desc(const void *smem)
 {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(512 >> 4) << 32);
+    uint32_t a = smem_u32(smem);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -49,160 +96,233 @@ __device__ __forceinline__ void wg_hold(float d[64])
 #pragma unroll
     for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-/* d (64 x 128, this warpgroup's fragment) += A (64 x 16) . B (128 x 16)^T. */
-__device__ __forceinline__ void wgmma128(float d[64], uint64_t da, uint64_t db)
+/* d (64 x 128, this warpgroup's fragment) += A (64 x 16, registers: a0 a1
+ * a2 a3 as mma.sync's m16n8k16 A fragment of the warp's 16 rows) . B (128
+ * x 16, shared memory)^T. */
+__device__ __forceinline__ void wgmma128r(float d[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint64_t db)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;"
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db));
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db));
 #else
     __trap(); /* built without sm_90a: tern_cuda_wgmma_gemm is not called */
 #endif
 }
 
-template <bool LO, bool NORM>
-__global__ void __launch_bounds__(WG_THREADS, 1) wgmma_gemm_kernel(gm_args a)
+/* Row r's 16-byte chunk j (0..7) of a 128-byte-swizzled tile at base
+ * (1024-byte aligned): stored at chunk j ^ (r % 8). */
+__device__ __forceinline__ uint4 tw_chunk(const uint8_t *base, int r, int j)
 {
-    extern __shared__ uint4 wg_sm4[];
-    uint8_t *sm = reinterpret_cast<uint8_t *>(wg_sm4);
-    constexpr int NA = LO ? 2 : 1, SUB = (NA + 1) * WG_TILE, STAGE = WG_KS * SUB;
-    int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    /* The row tiles of a column tile are neighbours in the launch, so that
-     * its weights are read from DRAM about once. */
-    int m0 = blockIdx.x * WG_BM, n0 = blockIdx.y * WG_BN, nb = a.K / MMA_KB, nst = (nb + WG_KS - 1) / WG_KS;
-    /* hi / lo: 16-byte pieces p = k group p (already in step order); w:
-     * natural 8-byte chunk ch to its slot (even ch: ch / 2, odd: 4 + ch / 2),
-     * k group slot / 2, half slot % 2. Each thread's sources and targets are
-     * fixed but for the block's k offset. */
-    const uint16_t *asrc[2], *bsrc[4];
-    int aoff[2], boff[4];
-    bool ain[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int c = tid + h * WG_THREADS, r = c >> 2, p = c & 3;
-        ain[h] = m0 + r < a.M;
-        asrc[h] = a.hi + (size_t)(ain[h] ? m0 + r : 0) * a.K + 8 * p;
-        aoff[h] = wg_off(r, p);
-    }
-#pragma unroll
-    for (int h = 0; h < 4; h++) {
-        int c = tid + h * WG_THREADS, r = c >> 3, ch = c & 7;
-        int wrow = n0 + r < a.N ? n0 + r : a.N - 1;
-        int slot = (ch & 1) ? 4 + (ch >> 1) : (ch >> 1);
-        bsrc[h] = a.w + (size_t)wrow * a.K + 4 * ch;
-        boff[h] = NA * WG_TILE + wg_off(r, slot >> 1) + (slot & 1) * 8;
-    }
-    const ptrdiff_t lo_delta = LO ? a.lo - a.hi : 0;
-    auto issue_block = [&](int kb, uint8_t *base) {
-        int k = kb * MMA_KB;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            cp16(base + aoff[h], asrc[h] + k, ain[h]);
-            if (LO) cp16(base + WG_TILE + aoff[h], asrc[h] + lo_delta + k, ain[h]);
+    return *reinterpret_cast<const uint4 *>(base + r * 128 + ((j ^ (r & 7)) << 4));
+}
+
+/* ---- the kernel ----------------------------------------------------------- */
+
+/* A consumer warp is done with a slot: one arrival on its "empty" barrier. */
+__device__ __forceinline__ void tw_release(uint64_t *bar, int lane)
+{
+    __syncwarp();
+    if (lane == 0) mb_arrive(bar);
+}
+
+/* mh / ml: hi / lo [M, K] and mw: w [N, K] (mu: wu with GU), boxes of 64
+ * k x 128 rows of x and 128 rows of w (64 with GU) in the 128-byte
+ * swizzle (mh twice without LO). GU: a SwiGLU gate / up pair, a
+ * tile's 128 weight rows 64 of the gate then the same 64 of the up, so
+ * that each thread's accumulators hold both for its 64-column outputs. */
+template <bool LO, bool NORM, bool GU>
+__global__ void __launch_bounds__(TW_THREADS, 1)
+    tw_kernel(const __grid_constant__ CUtensorMap mh, const __grid_constant__ CUtensorMap ml,
+              const __grid_constant__ CUtensorMap mw, const __grid_constant__ CUtensorMap mu, gm_args a)
+{
+    constexpr int BNO = GU ? TW_BN / 2 : TW_BN; /* output columns of a tile */
+    using C = tw_cfg<LO>;
+    extern __shared__ uint4 tw_sm4[];
+    __shared__ uint64_t full[C::STAGES], empty[C::STAGES];
+    uint8_t *sm = reinterpret_cast<uint8_t *>(tw_sm4);
+    sm += (1024u - (smem_u32(sm) & 1023u)) & 1023u;
+    int tid = threadIdx.x, wg = tid >> 7;
+    int m0 = blockIdx.x * TW_BM, n0 = blockIdx.y * BNO, nb = a.K / MMA_KB, nst = (nb + 1) / 2;
+    if (tid == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mb_init(&full[s], 1);
+            mb_init(&empty[s], 4 * TW_CONSUMERS); /* one arrival per consumer warp */
         }
-#pragma unroll
-        for (int h = 0; h < 4; h++) cp8(base + boff[h], bsrc[h] + k);
-    };
-    auto issue = [&](int ks, int st) {
-#pragma unroll
-        for (int sb = 0; sb < WG_KS; sb++)
-            if (ks * WG_KS + sb < nb) issue_block(ks * WG_KS + sb, sm + (size_t)st * STAGE + sb * SUB);
-    };
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    wait_prior_grid();
+    if (wg == TW_CONSUMERS) {
+        /* The copy warp: one thread issues a stage's boxes once its slot is
+         * empty. */
+        if (tid == 128 * TW_CONSUMERS) {
+            for (int ks = 0; ks < nst; ks++) {
+                int s = ks % C::STAGES;
+                mb_wait(&empty[s], ((ks / C::STAGES) & 1) ^ 1);
+                uint8_t *st = sm + (size_t)s * C::STAGE;
+                mb_expect(&full[s], C::STAGE);
+                tma_load(st, &mh, ks * TW_BK, m0, &full[s]);
+                if (LO) tma_load(st + TW_TILE, &ml, ks * TW_BK, m0, &full[s]);
+                uint8_t *bs = st + C::NA * TW_TILE;
+                tma_load(bs, &mw, ks * TW_BK, n0, &full[s]);
+                if (GU) tma_load(bs + BNO * 128, &mu, ks * TW_BK, n0, &full[s]);
+            }
+        }
+        return;
+    }
+    int warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    /* The warpgroup's A rows 16 warp + g and + 8 are weight tile rows wr0 /
+     * wr1: 64 wg + 16 warp + g and + 8; with GU the gate row 32 wg + 8 warp
+     * + g and the same row of the up (64 on), so that one thread holds both
+     * for its output column. */
+    int wr0 = GU ? 32 * wg + 8 * warp + g : 64 * wg + 16 * warp + g, wr1 = GU ? 64 + wr0 : wr0 + 8;
     float P[64], T[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) P[i] = T[i] = 0.0f;
-    int q = 0;
-    auto close_parts = [&](int done) { /* the parts whose blocks are all in (done blocks) */
-        while (q < MMA_PARTS && mma_part(nb, q + 1) <= done) {
+    /* Part by part (every part a whole number of stages, see _takes): its
+     * stages' MMAs, then the partial into the sum. A stage's MMAs read
+     * this thread's weight registers until they are done, so the stage
+     * waits for them before the next one loads its registers (the other
+     * warpgroup's MMAs fill the gap), then hands its slot back. */
+    int ks = 0;
+    for (int q = 0; q < MMA_PARTS; q++) {
+        int ns = (mma_part(nb, q + 1) - mma_part(nb, q)) / 2;
+        for (int j = 0; j < ns; j++, ks++) {
+            int s = ks % C::STAGES;
+            mb_wait(&full[s], (ks / C::STAGES) & 1);
+            const uint8_t *st = sm + (size_t)s * C::STAGE;
+            const uint8_t *Xh = st, *Xl = st + TW_TILE, *W = st + C::NA * TW_TILE;
+            /* this thread's weight rows r0 (fragment row g) and r1 (g + 8):
+             * its 16 bytes of each block, pairs p0..p3 of elements 8t .. */
+            uint4 w0[2], w1[2];
 #pragma unroll
-            for (int i = 0; i < 64; i++) {
-                T[i] = q ? __fadd_rn(T[i], P[i]) : P[i];
-                P[i] = 0.0f;
+            for (int sb = 0; sb < 2; sb++) {
+                w0[sb] = tw_chunk(W, wr0, 4 * sb + t);
+                w1[sb] = tw_chunk(W, wr1, 4 * sb + t);
             }
-            q++;
+            wg_hold(P);
+            wg_fence();
+#pragma unroll
+            for (int k16 = 0; k16 < 4; k16++) {
+                int sb = k16 >> 1, off = 32 * k16; /* step k16 % 2 of block sb: bytes off .. off + 31 of x's rows */
+                uint32_t a0 = k16 & 1 ? w0[sb].z : w0[sb].x, a2 = k16 & 1 ? w0[sb].w : w0[sb].y;
+                uint32_t a1 = k16 & 1 ? w1[sb].z : w1[sb].x, a3 = k16 & 1 ? w1[sb].w : w1[sb].y;
+                wgmma128r(P, a0, a1, a2, a3, wg_desc(Xh + off));
+                if (LO) wgmma128r(P, a0, a1, a2, a3, wg_desc(Xl + off));
+            }
+            wg_commit();
+            wg_wait<0>();
+            wg_hold(P);
+            tw_release(&empty[s], lane);
         }
-    };
-    wait_prior_grid();
 #pragma unroll
-    for (int s = 0; s < WG_STAGES - 1; s++) {
-        if (s < nst) issue(s, s);
-        cp_commit();
-    }
-    close_parts(0);
-    for (int ks = 0; ks < nst; ks++) {
-        /* Stage ks has landed (WG_STAGES - 2 newer ones may be in flight). */
-        cp_wait<WG_STAGES - 2>();
-        fence_proxy_async();
-        __syncthreads();
-        const uint8_t *stage = sm + (size_t)(ks % WG_STAGES) * STAGE;
-        wg_hold(P);
-        wg_fence();
-#pragma unroll
-        for (int sb = 0; sb < WG_KS; sb++) {
-            int kb = ks * WG_KS + sb;
-            if (kb >= nb) break;
-            const uint8_t *base = stage + sb * SUB, *Ah = base + wg * 4096, *Al = base + WG_TILE + wg * 4096,
-                          *Bs = base + NA * WG_TILE;
-#pragma unroll
-            for (int st = 0; st < 2; st++) {
-                wgmma128(P, wg_desc(Ah + st * 256), wg_desc(Bs + st * 256));
-                if (LO) wgmma128(P, wg_desc(Al + st * 256), wg_desc(Bs + st * 256));
-            }
-            if (q < MMA_PARTS && mma_part(nb, q + 1) <= kb + 1) {
-                /* a part ends here: its partial is complete once the MMAs are */
-                wg_commit();
-                wg_wait<0>();
-                wg_hold(P);
-                close_parts(kb + 1);
-                wg_hold(P);
-                wg_fence();
-            }
+        for (int i = 0; i < 64; i++) {
+            T[i] = q ? __fadd_rn(T[i], P[i]) : P[i];
+            P[i] = 0.0f;
         }
-        wg_commit();
-        /* Stage ks - 1's MMAs are done in both warpgroups once each has
-         * waited for them and passed the barrier: its slot takes stage
-         * ks + WG_STAGES - 1. */
-        wg_wait<1>();
-        wg_hold(P);
-        __syncthreads();
-        int nk = ks + WG_STAGES - 1;
-        if (nk < nst) issue(nk, nk % WG_STAGES);
-        cp_commit();
     }
-    wg_wait<0>();
-    wg_hold(P);
-    close_parts(nb);
-    cp_wait<0>();
-    int rb = m0 + wg * 64 + warp * 16 + g;
+    /* d[4 i + 2 h + e]: fragment row 16 warp + g + 8 h (weight row), column
+     * 8 i + 2 t + e (x row m0 + ...) */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int r = rb + 8 * h;
-        if (r >= a.M) continue;
-        float sc = NORM ? a.inv[r] : 1.0f;
+    for (int i = 0; i < 16; i++)
 #pragma unroll
-        for (int i = 0; i < 16; i++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int n = n0 + 8 * i + 2 * t + e;
+        for (int e = 0; e < 2; e++) {
+            int r = m0 + 8 * i + 2 * t + e;
+            if (r >= a.M) continue;
+            float sc = NORM ? a.inv[r] : 1.0f;
+            if constexpr (GU) {
+                int n = n0 + wr0;
                 if (n >= a.N) continue;
-                gm_put<NORM>(a, r, n, T[4 * i + 2 * h + e], sc);
+                float gv = T[4 * i + e], uv = T[4 * i + 2 + e];
+                if (NORM) gv = __fmul_rn(gv, sc), uv = __fmul_rn(uv, sc);
+                a.y[(size_t)r * a.ldy + n] = silu_mul(gv, uv);
+            } else {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int n = n0 + (h ? wr1 : wr0);
+                    if (n < a.N) gm_put<NORM>(a, r, n, T[4 * i + 2 * h + e], sc);
+                }
             }
-    }
+        }
 }
 
-template <bool LO, bool NORM>
-static tern_status wg_launch(tern_cuda *c, const gm_args &a)
+/* ---- host: tensor maps and launch ---------------------------------------- */
+
+typedef CUresult (*tw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled, looked up once (a race looks it up
+ * twice). */
+static tern_status tw_encoder(tw_encode_fn *out)
 {
+    static tw_encode_fn fn;
+    if (!fn) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        CUDA_TRY(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q),
+                 "wgmma: driver entry point");
+        if (q != cudaDriverEntryPointSuccess || !p)
+            return tern_error(TERN_E_INTERNAL, "cuda wgmma: the driver has no cuTensorMapEncodeTiled");
+        fn = (tw_encode_fn)p;
+    }
+    *out = fn;
+    return TERN_OK;
+}
+
+/* A map of the bf16 matrix [rows, K] at p (borrowed), boxes of 64 k x
+ * box_rows rows, swizzled 128 bytes; rows past the end read as zeros. */
+static tern_status tw_map(CUtensorMap *m, const uint16_t *p, int rows, int K, int box_rows)
+{
+    tw_encode_fn enc = NULL;
+    tern_status st = tw_encoder(&enc);
+    if (st) return st;
+    cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K * 2};
+    cuuint32_t box[2] = {TW_BK, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dim, stride, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return tern_error(TERN_E_INTERNAL, "cuda wgmma: cannot describe a %d x %d bf16 matrix (error %d)", rows, K,
+                          (int)r);
+    return TERN_OK;
+}
+
+template <bool LO, bool NORM, bool GU>
+static tern_status tw_launch(tern_cuda *c, const gm_args &a)
+{
+    auto kern = tw_kernel<LO, NORM, GU>;
     static int ready;
-    dim3 grid((unsigned)((a.M + WG_BM - 1) / WG_BM), (unsigned)((a.N + WG_BN - 1) / WG_BN));
-    return gm_start(c, "wgmma_gemm", wgmma_gemm_kernel<LO, NORM>, &ready, wg_smem(LO), grid, WG_THREADS, a);
+    tern_status st = smem_limit_once((const void *)kern, tw_cfg<LO>::SMEM, &ready, "wgmma smem");
+    if (st) return st;
+    CUtensorMap mh, ml, mw, mu;
+    int bno = GU ? TW_BN / 2 : TW_BN;
+    if ((st = tw_map(&mh, a.hi, a.M, a.K, TW_BM)) || (st = tw_map(&ml, LO ? a.lo : a.hi, a.M, a.K, TW_BM)) ||
+        (st = tw_map(&mw, a.w, a.N, a.K, bno)) || (st = tw_map(&mu, GU ? a.wu : a.w, a.N, a.K, bno)))
+        return st;
+    dim3 grid((unsigned)((a.M + TW_BM - 1) / TW_BM), (unsigned)((a.N + bno - 1) / bno));
+    return launch(c, "wgmma_gemm", kern, grid, dim3(TW_THREADS), (size_t)tw_cfg<LO>::SMEM, mh, ml, mw, mu, a);
+}
+
+int tern_cuda_wgmma_takes(const gm_args &a)
+{
+    /* the copy engine takes 16-byte-aligned bases and row strides; every
+     * part must start on a stage (an even block) */
+    int nb = a.K / MMA_KB;
+    for (int q = 1; q <= MMA_PARTS; q++)
+        if (mma_part(nb, q) % 2) return 0;
+    return ((uintptr_t)a.hi | (uintptr_t)a.lo | (uintptr_t)a.w | (uintptr_t)a.wu) % 16 == 0 && a.K % MMA_KB == 0;
 }
 
 tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a)
 {
-    if (norm) return lo ? wg_launch<true, true>(c, a) : wg_launch<false, true>(c, a);
-    return lo ? wg_launch<true, false>(c, a) : wg_launch<false, false>(c, a);
+    if (a.wu) {
+        if (norm) return lo ? tw_launch<true, true, true>(c, a) : tw_launch<false, true, true>(c, a);
+        return lo ? tw_launch<true, false, true>(c, a) : tw_launch<false, false, true>(c, a);
+    }
+    if (norm) return lo ? tw_launch<true, true, false>(c, a) : tw_launch<false, true, false>(c, a);
+    return lo ? tw_launch<true, false, false>(c, a) : tw_launch<false, false, false>(c, a);
 }
