@@ -16,7 +16,8 @@
 # again), prof (TERN_CUDA_PROF=1: device time per class of op, decode), gguf (the same weights as
 # an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
 # llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1),
-# batchab (batchbench under each environment of the ;-separated AB). In benchab and batchab an
+# batchab (batchbench under each environment of the ;-separated AB), ncu (Nsight Compute on one
+# layer's prefill attention and the first decode kernels, reports into $OUT). In benchab and batchab an
 # entry "ref" or "ref VAR=..." runs another build's tern, carried as $D/ref.tar.xz by
 # scripts/cuda_ref_bundle.sh REV, instead of this one (AB=";ref;;ref": the two builds alternately).
 # Logs of ops go to $OUT when set.
@@ -75,9 +76,16 @@ for ph in "$@"; do
       pick "$e"
       env $v timeout 200 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | grep -E "^batch"
     done ;;
+  ncu) N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    [ -n "$N" ] || { echo "no ncu on this machine"; continue; }
+    NS="--clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
+    # prefill 512: one layer's attention (tiled + fold); then the first decode pass's products (the prefill runs one skinny launch, the head)
+    timeout 240 "$N" $NS -k regex:'attn_tiled|attn_fold' -c 2 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 2 --reps 1 >"$OUT/ncu_attn.txt" 2>&1; echo "rc=$?"
+    timeout 240 "$N" $NS -k regex:'mma_skinny|attn_split' --launch-skip 1 -c 6 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 2 --reps 1 >"$OUT/ncu_decode.txt" 2>&1; echo "rc=$?"
+    grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Block Size|Grid Size|Stall|Warp Cycles Per Issued" "$OUT/ncu_attn.txt" "$OUT/ncu_decode.txt" | head -80 ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14
         echo "--- prefill 512"
-        TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 4 --reps 1 2>&1 | tail -14 ;;
+        TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 4 --reps 1 2>&1 | tail -26 | head -13 ;;
   esac
 done
 echo "=== end $(date +%T)"
