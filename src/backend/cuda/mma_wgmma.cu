@@ -24,8 +24,7 @@
  * engine writes) rotate through the slots of tw_cfg, each with a "full"
  * barrier (the copies' bytes landed) and an "empty" one (the MMAs that
  * read it are done). */
-#include <cuda.h>
-
+#include "backend/cuda/async.cuh"
 #include "backend/cuda/mma.cuh"
 
 enum { TW_BM = 128, TW_BN = 128, TW_BK = 2 * MMA_KB, TW_CONSUMERS = 2, TW_THREADS = 32 * (4 * TW_CONSUMERS + 1),
@@ -36,45 +35,7 @@ template <bool LO> struct tw_cfg {
            SMEM = STAGES * STAGE + 1024 /* alignment of the swizzle atoms */ };
 };
 
-/* ---- PTX: barriers, copies, MMAs ----------------------------------------- */
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mb_init(uint64_t *bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mb_expect(uint64_t *bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mb_arrive(uint64_t *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-/* Until the barrier's phase of this parity has completed (parity 1 of a
- * fresh barrier: at once). */
-__device__ __forceinline__ void mb_wait(uint64_t *bar, unsigned parity)
-{
-    uint32_t done = 0, a = smem_u32(bar);
-    while (!done)
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(a), "r"(parity)
-                     : "memory");
-}
-
-/* The box at (element k, row r) of map into dst, counted on bar. */
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k, int r, uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];" ::"r"(smem_u32(dst)),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(r), "r"(smem_u32(bar))
-                 : "memory");
-}
+/* ---- PTX: MMAs ------------------------------------------------------------ */
 
 /* Descriptor of a K-major operand in the 128-byte swizzle: 8-row groups
  * 1024 bytes apart (stride), the leading offset unused (1); the k16 step
@@ -151,7 +112,7 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
             mb_init(&full[s], 1);
             mb_init(&empty[s], 4 * TW_CONSUMERS); /* one arrival per consumer warp */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mb_init_fence();
     }
     __syncthreads();
     wait_prior_grid();
