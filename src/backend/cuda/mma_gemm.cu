@@ -1,7 +1,7 @@
 /* Tensor-core GEMM for prefill-sized products (more than 64 rows) in the
- * order of mma.cuh on mma.sync (the default; TERN_CUDA_WGMMA=1 runs the
- * warpgroup GEMM of mma_wgmma.cu instead), its prep, and the dispatch
- * between them and the small-batch kernel (mma_skinny.cu).
+ * order of mma.cuh on mma.sync (TERN_CUDA_WGMMA=0, and K the warpgroup
+ * GEMM of mma_wgmma.cu, the default, does not take), its prep, and the
+ * dispatch between them and the small-batch kernel (mma_skinny.cu).
  *
  * A prep kernel splits x (times the norm weight, when folded) into bf16 hi
  * and lo arrays and forms 1 / rms per row in mma.cuh's order. The GEMM

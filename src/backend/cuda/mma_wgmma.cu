@@ -1,6 +1,6 @@
 /* The GEMM for prefill-sized products (more than 64 rows) on Hopper's
  * warpgroup MMA (wgmma) fed by the tensor copy engine (TMA), in the
- * per-element order of mma.cuh (TERN_CUDA_WGMMA=1).
+ * per-element order of mma.cuh (the default; TERN_CUDA_WGMMA=0: mma.sync).
  *
  * Why it keeps the order: one wgmma m64nNk16 step computes, per output,
  * the same fused dot-add of 16 products and the accumulator as one
