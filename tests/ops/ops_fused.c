@@ -238,6 +238,7 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 20, 1032, 77);
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
+    int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);
     for (int wg = 0; wg <= 1; wg++) { /* both GEMMs (ops_linear) */
         tern_cuda_set_wgmma(ops_cuda, wg);
         norm_case(0, TERN_DT_BF16, 65, 4096, 300);
@@ -246,7 +247,7 @@ void ops_fused(void)
         norm_case(1, TERN_DT_BF16, 200, 160, 72);
         norm_case(1, TERN_DT_BF16, 150, 1024, 200);
     }
-    tern_cuda_set_wgmma(ops_cuda, 1); /* the default */
+    tern_cuda_set_wgmma(ops_cuda, wg_was);
     attn_prologue_case(32, 8, 128, 1);
     attn_prologue_case(8, 2, 64, 0);
     attn_prologue_case(4, 4, 16, 1);

@@ -161,6 +161,7 @@ void ops_linear(void)
                                  {129, 4128, 200}, {64, 160, 72}, {33, 96, 40}, {200, 1536, 256}, {257, 1024, 130}};
     enum { NBIG = sizeof big / sizeof big[0] };
     /* Both GEMMs: mma.sync and warpgroup MMA (the default). */
+    int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);
     for (int wg = 0; wg <= 1; wg++) {
         tern_cuda_set_wgmma(ops_cuda, wg);
         printf("(%s GEMM)\n", wg ? "warpgroup-MMA" : "mma.sync");
@@ -173,7 +174,7 @@ void ops_linear(void)
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 200, 1024, 200); /* the warpgroup GEMM's fused gate / up */
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 129, 1536, 64);
     }
-    tern_cuda_set_wgmma(ops_cuda, 1); /* the default */
+    tern_cuda_set_wgmma(ops_cuda, wg_was);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, 40, 4096, 1030, 0);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_CUBLAS, 64, 1032, 77, 1);
     for (int d = 0; d < 3; d++) {

@@ -43,9 +43,7 @@ void ops_time(void)
     float *x = dev_random(512L * 12288, TERN_DT_F32, 1), *y = ops_dev_zero(64L * 151936 * 4);
     float *nwf = dev_random(4096, TERN_DT_F32, 40), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(12288));
     float ms;
-    const char *wge = getenv("TERN_CUDA_WGMMA");
-    int wg_env = wge ? atoi(wge) : 1;
-    tern_cuda_set_wgmma(ops_cuda, 0); /* rows past 64 on the mma.sync GEMM, then each on the warpgroup GEMM */
+    int wg_was = tern_cuda_set_wgmma(ops_cuda, 0); /* rows past 64 on the mma.sync GEMM, then each on the warpgroup GEMM */
     printf("%-22s %3s %10s %9s %8s   (weights rotated over copies > L2)\n", "matmul bf16", "M", "us", "GB/s",
            "TFLOP/s");
     for (int i = 0; i < 4; i++) {
@@ -131,7 +129,7 @@ void ops_time(void)
         printf("%-22s %10.1f us (lse + argmax, one row of 151936)\n", "summary", ms * 1e3);
         tern_cuda_free(ops_cuda, tmp); tern_cuda_free(ops_cuda, cnt); tern_cuda_free(ops_cuda, out);
     }
-    tern_cuda_set_wgmma(ops_cuda, wg_env);
+    tern_cuda_set_wgmma(ops_cuda, wg_was);
     tern_cuda_free(ops_cuda, nwf);
     tern_cuda_free(ops_cuda, ntmp);
     /* Decode attention: one row, 32 query heads over 8 kv heads of 128. */

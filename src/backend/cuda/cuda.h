@@ -52,8 +52,8 @@ void tern_cuda_set_pdl(tern_cuda *c, int on);
 /* The GEMM of bf16 products past the small-batch kernel: 1 warpgroup MMA
  * fed by the tensor copy engine (sm_90a; the default; K whose parts do not
  * start on even blocks stay on mma.sync), 0 mma.sync (the same bits);
- * TERN_CUDA_WGMMA sets it at open. */
-void tern_cuda_set_wgmma(tern_cuda *c, int mode);
+ * TERN_CUDA_WGMMA sets it at open. Returns the previous mode. */
+int tern_cuda_set_wgmma(tern_cuda *c, int mode);
 
 
 /* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */

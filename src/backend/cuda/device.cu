@@ -77,7 +77,12 @@ extern "C" void tern_cuda_close(tern_cuda *c)
 }
 
 extern "C" void tern_cuda_set_pdl(tern_cuda *c, int on) { c->pdl = on != 0; }
-extern "C" void tern_cuda_set_wgmma(tern_cuda *c, int mode) { c->wgmma = mode; }
+extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
+{
+    int was = c->wgmma;
+    c->wgmma = mode;
+    return was;
+}
 
 
 

@@ -152,17 +152,6 @@ __device__ __forceinline__ void gm_put(const gm_args &a, int r, int n, float v, 
     *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
 }
 
-/* Launches a GEMM kernel over grid with a, its dynamic shared-memory limit
- * raised to smem the first time (*ready: the caller's static flag). */
-template <typename... P>
-static tern_status gm_start(tern_cuda *c, const char *what, void (*kern)(P...), int *ready, size_t smem, dim3 grid,
-                            int threads, const gm_args &a)
-{
-    tern_status st = smem_limit_once((const void *)kern, smem, ready, what);
-    if (st) return st;
-    return launch(c, what, kern, grid, dim3(threads), smem, a);
-}
-
 /* The warpgroup-MMA GEMM (mma_wgmma.cu): a's arrays borrowed for the
  * call, hi and lo in the prep's PERM layout (each 32-element block's step
  * s at bytes 32 s .. 32 s + 31, slot 2t + d holding element 8t + 4s + d

@@ -204,9 +204,13 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
 template <bool LO, bool NORM>
 static tern_status gm_launch(tern_cuda *c, const gm_args &a)
 {
+    auto kern = mma_gemm_kernel<LO, NORM>;
     static int ready;
+    size_t smem = gm_smem(LO);
+    tern_status st = smem_limit_once((const void *)kern, smem, &ready, "mma_gemm smem");
+    if (st) return st;
     dim3 grid((unsigned)((a.N + GM_BN - 1) / GM_BN), (unsigned)((a.M + GM_BM - 1) / GM_BM));
-    return gm_start(c, "mma_gemm", mma_gemm_kernel<LO, NORM>, &ready, gm_smem(LO), grid, GM_THREADS, a);
+    return launch(c, "mma_gemm", kern, grid, dim3(GM_THREADS), smem, a);
 }
 
 static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }

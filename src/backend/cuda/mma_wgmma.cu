@@ -91,7 +91,7 @@ __device__ __forceinline__ void tw_release(uint64_t *bar, int lane)
 
 /* mh / ml: hi / lo [M, K] and mw: w [N, K] (mu: wu with GU), boxes of 64
  * k x 128 rows of x and 128 rows of w (64 with GU) in the 128-byte
- * swizzle (mh twice without LO). GU: a SwiGLU gate / up pair, a
+ * swizzle (ml unread without LO, mu without GU). GU: a SwiGLU gate / up pair, a
  * tile's 128 weight rows 64 of the gate then the same 64 of the up, so
  * that each thread's accumulators hold both for its 64-column outputs. */
 template <bool LO, bool NORM, bool GU>
@@ -259,11 +259,14 @@ static tern_status tw_launch(tern_cuda *c, const gm_args &a)
     static int ready;
     tern_status st = smem_limit_once((const void *)kern, tw_cfg<LO>::SMEM, &ready, "wgmma smem");
     if (st) return st;
+    /* only the maps the kernel reads are encoded (ml without LO and mu
+     * without GU are copies, never read) */
     CUtensorMap mh, ml, mw, mu;
     int bno = GU ? TW_BN / 2 : TW_BN;
-    if ((st = tw_map(&mh, a.hi, a.M, a.K, TW_BM)) || (st = tw_map(&ml, LO ? a.lo : a.hi, a.M, a.K, TW_BM)) ||
-        (st = tw_map(&mw, a.w, a.N, a.K, bno)) || (st = tw_map(&mu, GU ? a.wu : a.w, a.N, a.K, bno)))
-        return st;
+    if ((st = tw_map(&mh, a.hi, a.M, a.K, TW_BM)) || (st = tw_map(&mw, a.w, a.N, a.K, bno))) return st;
+    ml = mh;
+    mu = mw;
+    if ((LO && (st = tw_map(&ml, a.lo, a.M, a.K, TW_BM))) || (GU && (st = tw_map(&mu, a.wu, a.N, a.K, bno)))) return st;
     dim3 grid((unsigned)((a.M + TW_BM - 1) / TW_BM), (unsigned)((a.N + bno - 1) / bno));
     return launch(c, "wgmma_gemm", kern, grid, dim3(TW_THREADS), (size_t)tw_cfg<LO>::SMEM, mh, ml, mw, mu, a);
 }
