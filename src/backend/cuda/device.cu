@@ -48,6 +48,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->sms = p.multiProcessorCount;
     const char *mm = getenv("TERN_CUDA_MMA");
     c->mma = mm ? atoi(mm) != 0 : 1;
+    const char *skx = getenv("TERN_CUDA_SKX");
+    c->sk_x = skx ? atoi(skx) : 0;
     const char *wg = getenv("TERN_CUDA_WGMMA");
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */

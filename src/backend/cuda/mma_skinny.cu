@@ -214,6 +214,160 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     }
 }
 
+/* The one-row kernel (M = 1) with x prepared once per block
+ * (TERN_CUDA_SKX = 2, 3 or 4: the blocks a multiprocessor must hold; not
+ * yet measured): the tiles, parts and products of mma_skinny_kernel<1,
+ * true, ...>, but each warp splits its part of x (times the norm weight)
+ * into hi / lo once, into shared memory, instead of once per tile, and
+ * forms the norm's sum of squares once, so that the main loop holds only
+ * the weight buffers and the accumulators (fewer registers: more warps,
+ * more weight bytes in flight). Lanes of rows 1..7 (zero rows of x) hold
+ * zero fragments, as the other kernel's split of zeros gives. */
+enum { SX_MAX_SMEM = 96 * 1024 };
+
+static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
+
+template <bool LO, int NMAT, bool NORM, int U, int MINB>
+__global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
+{
+    __shared__ float part[NMAT][MMA_PARTS][8];
+    __shared__ float ssq[MMA_PARTS];
+    extern __shared__ uint4 sx4[]; /* block kb, lane t: sx4[2 (4 kb + t)] hi pairs, + 1 lo pairs */
+    int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
+    int g = lane >> 2, t = lane & 3;
+    int nb = a.K / MMA_KB, kb0 = mma_part(nb, q), len = mma_part(nb, q + 1) - kb0;
+    int nfull = len / U, ntiles = (a.N + 7) / 8;
+    int tile = blockIdx.x;
+    const uint16_t *wr[NMAT];
+    auto rows_of = [&](int tl) {
+        int n = tl * 8 + g < a.N ? tl * 8 + g : a.N - 1; /* a row past N is read, never written */
+#pragma unroll
+        for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + (size_t)n * a.K + 8 * t;
+    };
+    uint4 bA[U][NMAT], bB[U][NMAT];
+    if (tile < ntiles) {
+        rows_of(tile);
+        if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
+    }
+    wait_prior_grid();
+    /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
+    for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
+        int k = kb * MMA_KB + 8 * t;
+        float v[8];
+        mma_load8(a.x + k, v);
+        if (NORM) {
+            float nv[8];
+            mma_load8(a.nw + k, nv);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], nv[e]);
+        }
+        uint32_t h[4], l[4];
+        mma_split8<LO>(v, h, l);
+        sx4[2 * (4 * kb + t)] = make_uint4(h[0], h[1], h[2], h[3]);
+        if (LO) sx4[2 * (4 * kb + t) + 1] = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+    /* the norm's sum of squares: lane t of row 0 over the part's blocks in
+     * order, e = 0..7 (the other kernel's order; zero rows give 0) */
+    float ss = 0.0f;
+    if (NORM && g == 0) {
+        for (int kb = kb0; kb < kb0 + len; kb++) {
+            float v[8];
+            mma_load8(a.x + kb * MMA_KB + 8 * t, v);
+#pragma unroll
+            for (int e = 0; e < 8; e++) ss = fmaf(v[e], v[e], ss);
+        }
+    }
+    __syncwarp();
+    while (tile < ntiles) {
+        float acc[NMAT][4];
+#pragma unroll
+        for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        auto step = [&](const uint4(&buf)[U][NMAT], int kb, int n) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (u < n) {
+                    uint32_t ah[2][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}},
+                             al[2][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
+                    if (g == 0) {
+                        uint4 hv = sx4[2 * (4 * (kb + u) + t)];
+                        ah[0][0] = hv.x, ah[0][1] = hv.y, ah[0][2] = hv.z, ah[0][3] = hv.w;
+                        if (LO) {
+                            uint4 lv = sx4[2 * (4 * (kb + u) + t) + 1];
+                            al[0][0] = lv.x, al[0][1] = lv.y, al[0][2] = lv.z, al[0][3] = lv.w;
+                        }
+                    }
+#pragma unroll
+                    for (int j = 0; j < NMAT; j++) {
+                        const uint32_t b[4] = {buf[u][j].x, buf[u][j].y, buf[u][j].z, buf[u][j].w};
+                        mma_block<LO>(acc[j], ah, al, b);
+                    }
+                }
+        };
+        /* Whole batches of U blocks, two buffers in flight; then the rest
+         * one block at a time (the same products in the same order). */
+        int kb = kb0;
+        for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
+            if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
+            step(bA, kb, U);
+            if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
+            if (b + 1 < nfull) step(bB, kb + U, U);
+        }
+        kb = kb0 + nfull * U;
+        if (kb < kb0 + len) {
+            int rest = kb0 + len - kb;
+            sk_load<NMAT, U>(bB, wr, kb, rest);
+            step(bB, kb, rest);
+        }
+        int next = tile + gridDim.x;
+        if (next < ntiles) {
+            rows_of(next);
+            if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
+        }
+        if (g == 0) {
+#pragma unroll
+            for (int j = 0; j < NMAT; j++) {
+                part[j][q][2 * t] = acc[j][0];
+                part[j][q][2 * t + 1] = acc[j][1];
+            }
+        }
+        if (NORM) {
+            float sq = mma_sum4(ss);
+            if (g == 0 && t == 0) ssq[q] = sq;
+        }
+        __syncthreads();
+        if (threadIdx.x < 8) {
+            int cidx = threadIdx.x, n = tile * 8 + cidx;
+            if (n < a.N) {
+                float v[NMAT];
+#pragma unroll
+                for (int j = 0; j < NMAT; j++) v[j] = mma_fold(&part[j][0][cidx], 8);
+                if (NORM) {
+                    float inv = rms_inv(mma_fold(ssq, 1), a.K, a.eps);
+#pragma unroll
+                    for (int j = 0; j < NMAT; j++) v[j] = __fmul_rn(v[j], inv);
+                }
+                float *yp = a.y + n;
+                if (NMAT == 2) *yp = silu_mul(v[0], v[NMAT - 1]);
+                else *yp = a.accumulate ? __fadd_rn(*yp, v[0]) : v[0];
+            }
+        }
+        __syncthreads();
+        tile = next;
+    }
+}
+
+template <bool LO, int NMAT, bool NORM, int MINB>
+static tern_status sx_launch(tern_cuda *c, const sk_args &a)
+{
+    auto kern = sk_one_kernel<LO, NMAT, NORM, NMAT == 1 ? 4 : 2, MINB>;
+    static int ready;
+    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
+    if (st) return st;
+    size_t smem = sx_smem(a.K);
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+                  dim3(SK_THREADS), smem, a);
+}
+
 /* One wave of the kernel's blocks, each with the same number of tiles. */
 template <int MT, bool R8, bool LO, int NMAT, bool NORM, int U, int MINB = 2>
 static tern_status sk_launch(tern_cuda *c, const sk_args &a)
@@ -226,6 +380,11 @@ static tern_status sk_launch(tern_cuda *c, const sk_args &a)
 template <bool LO, int NMAT, bool NORM>
 static tern_status sk_rows(tern_cuda *c, const sk_args &a)
 {
+    if (a.M == 1 && c->sk_x >= 2 && sx_smem(a.K) <= SX_MAX_SMEM) {
+        if (c->sk_x == 4) return sx_launch<LO, NMAT, NORM, 4>(c, a);
+        if (c->sk_x == 3) return sx_launch<LO, NMAT, NORM, 3>(c, a);
+        return sx_launch<LO, NMAT, NORM, 2>(c, a);
+    }
     if (a.M <= 8) {
         /* Load batches of 4 blocks (2 for gate/up): against 2 and 8 for one
          * matrix, and the gate and up on separate warps, measured fastest
