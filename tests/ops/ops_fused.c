@@ -236,6 +236,12 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 5, 4096, 1000);
     norm_case(1, TERN_DT_BF16, 2, 4096, 700);
     norm_case(0, TERN_DT_BF16, 20, 1032, 77);
+    for (int mode = 2; mode <= 4; mode++) { /* the one-row kernel with x prepared once (ops_linear) */
+        int was = tern_cuda_set_sk_x(ops_cuda, mode);
+        norm_case(0, TERN_DT_BF16, 5, 4096, 300);
+        norm_case(1, TERN_DT_BF16, 7, 512, 136);
+        tern_cuda_set_sk_x(ops_cuda, was);
+    }
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
     int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);

@@ -183,4 +183,17 @@ void ops_linear(void)
     }
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 20, 512, 96);
+    /* The one-row kernel with x prepared once per block: its rows alone
+     * against the batched kernels, bit for bit (K up to 12288: 48 KB of x). */
+    for (int mode = 2; mode <= 4; mode++) {
+        int was = tern_cuda_set_sk_x(ops_cuda, mode);
+        printf("(one-row kernel, x prepared once, %d blocks a multiprocessor)\n", mode);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 16, 256, 64, 0);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 40, 0);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0); /* empty parts */
+        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 7, 256, 64);
+        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
+        tern_cuda_set_sk_x(ops_cuda, was);
+    }
 }

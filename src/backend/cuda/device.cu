@@ -85,6 +85,12 @@ extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
     c->wgmma = mode;
     return was;
 }
+extern "C" int tern_cuda_set_sk_x(tern_cuda *c, int mode)
+{
+    int was = c->sk_x;
+    c->sk_x = mode;
+    return was;
+}
 
 
 
