@@ -49,7 +49,11 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     const char *mm = getenv("TERN_CUDA_MMA");
     c->mma = mm ? atoi(mm) != 0 : 1;
     const char *skx = getenv("TERN_CUDA_SKX");
-    c->sk_x = skx ? atoi(skx) : 0;
+    /* One-row products with x prepared once per block, 3 blocks a
+     * multiprocessor (the default; 0 the register-buffered kernel, the same
+     * bits): H200, Qwen3-8B shape, decode 4.87-4.88 against 4.98-4.99 ms a
+     * token (2 blocks: 4.95, 4 blocks: 5.70). */
+    c->sk_x = skx ? atoi(skx) : 3;
     const char *wg = getenv("TERN_CUDA_WGMMA");
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
