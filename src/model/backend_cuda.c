@@ -706,13 +706,13 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
     const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
     float scale = 1.0f / sqrtf((float)hd);
     /* Rows of two or more queries on average (prefill): the tiled kernel,
-     * which stages a split's keys once for up to 32 / G of a row's
-     * queries; the bits are the same either way (prefill 512 of the
-     * Qwen3-8B shape on the H200: 69.7 against 77.9 ms). */
+     * which stages a split's keys and values once for up to 64 / G of a
+     * row's queries and folds their splits in the block; the bits are the
+     * same either way. */
     if (!attn_fused(m, p) && d->tiled_attn && p->T >= 2 * d->nr)
         return prof(d, PROF_ATTN,
                     tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,
-                                              scale, qkv, ld, out, d->part.d));
+                                              scale, qkv, ld, out));
     return prof(d, PROF_ATTN,
                 tern_cuda_attention(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd, scale,
                                     qkv, ld, out, d->part.d, d->count.d, attn_fused(m, p) ? &pro : NULL));

@@ -58,7 +58,7 @@ static int gpu_attention_k(attn_setup *a, const tern_cuda_attn_row *rows, int n,
     float *dout = ops_dev_zero((size_t)total * a->H * a->hd * 4);
     float scale = 1.0f / sqrtf((float)a->hd);
     int ok = ops_ok(tiled ? tern_cuda_attention_tiled(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale,
-                                                      dq, (long)a->H * a->hd, dout, dpart)
+                                                      dq, (long)a->H * a->hd, dout)
                           : tern_cuda_attention(ops_cuda, drows, dtok, total, max_len, a->H, a->Hk, a->hd, scale, dq,
                                                 (long)a->H * a->hd, dout, dpart, dcount, NULL),
                     tiled ? "attention_tiled" : "attention");

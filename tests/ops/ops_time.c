@@ -168,7 +168,7 @@ void ops_time(void)
         TIME_IT(ms, tern_cuda_attention(ops_cuda, drow, dtok, len, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part, count,
                                         NULL));
         printf("%-14s %6d %7.1f\n", "prefill", len, ms * 1e3);
-        TIME_IT(ms, tern_cuda_attention_tiled(ops_cuda, drow, dtok, len, len, 32, 8, 128, 0.088f, q, 32 * 128, out, part));
+        TIME_IT(ms, tern_cuda_attention_tiled(ops_cuda, drow, dtok, len, len, 32, 8, 128, 0.088f, q, 32 * 128, out));
         printf("%-14s %6d %7.1f\n", "prefill tiled", len, ms * 1e3);
         tern_cuda_free(ops_cuda, k); tern_cuda_free(ops_cuda, v); tern_cuda_free(ops_cuda, q);
         tern_cuda_free(ops_cuda, out); tern_cuda_free(ops_cuda, drow); tern_cuda_free(ops_cuda, dtok);

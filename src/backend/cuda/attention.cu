@@ -1,26 +1,28 @@
 /* Causal grouped-query attention over float32 head-major KV (flash-decoding).
  *
  * A query's keys are cut into fixed splits of TERN_CUDA_ATTN_SPLIT positions
- * counted from position 0 (each inside one block of a paged KV). One block computes one (query, kv head, split)
- * for the query heads sharing that kv head: it stages the split's keys and
- * values in shared memory with coalesced 16-byte loads, then one thread per
- * (head, key) forms s = scale * (q . k) over head_dim in order, the head's
- * warp takes the split's max m, p = exp(s - m) and l = sum p (fixed
- * butterfly), and one thread per dimension forms o = sum p v in key order.
- * The last block of a (query, kv head) to finish (an atomic count) folds the
- * splits in split order: m' = max(m, m_s), o = o e^(m-m') + o_s e^(m_s-m'),
- * l likewise, out = o / l. Nothing depends on other queries, other rows or
- * the launch size, so prefill and decode of the same position agree bit for
- * bit. */
+ * counted from position 0 (each inside one block of a paged KV). One block
+ * computes one (query, kv head, split) for the query heads sharing that kv
+ * head: it stages the split's keys and values in shared memory with
+ * coalesced 16-byte loads, then forms the heads' scores, softmax (m, l) and
+ * o = sum p v on the tensor cores by attention.cuh's split arithmetic (the
+ * heads are rows 0 .. G-1 of the 16; every warp forms the scores, each
+ * takes a quarter of the output tiles). The last block of a (query, kv
+ * head) to finish (an atomic count) folds the splits in split order
+ * (attn_fold). Nothing depends on other queries, other rows or the launch
+ * size, so prefill and decode of the same position agree bit for bit, and
+ * the tiled prefill kernel (attention_tiled.cu) gives the same bits. */
 #include "backend/cuda/attention.cuh"
 
 enum { S = ATT_S };
 
-
-/* Shared memory of one block: q [G][hd], k [S][hd+4] (padded so that the
- * 16-byte reads of 8 lanes at rows j..j+7 hit distinct banks), v [S][hd],
- * p [G][S]. */
-static size_t att_smem(int G, int hd) { return sizeof(float) * ((size_t)G * hd + (size_t)S * (hd + 4) + (size_t)S * hd + (size_t)G * S); }
+/* Shared memory of one block: q [G][QKS], k [S][QKS] (att_qk_stride), v
+ * [S][hd + 4] (the values' reads of keys 2t, 2t + 1 at dimension g hit
+ * distinct banks). */
+static size_t att_smem(int G, int hd)
+{
+    return sizeof(float) * ((size_t)G * att_qk_stride(hd) + (size_t)S * att_qk_stride(hd) + (size_t)S * (hd + 4));
+}
 
 /* Instantiated for head_dim 16, 32, 64, 128 and 256 (a multiple of 4: the
  * 16-byte loads). */
@@ -47,8 +49,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     }
     int nk = vis - j0 < S ? vis - j0 : S;
     int G = n_heads / n_kv_heads, tid = threadIdx.x, lane = tid & 31;
-    constexpr int KS = hd + 4;
-    float *qs = smem, *ks = qs + G * hd, *vs = ks + S * KS, *ps = vs + S * hd;
+    constexpr int KS = att_qk_stride(hd), VS = hd + 4;
+    __shared__ float mx[ATT_MAX_GROUP];
+    float *qs = smem, *ks = qs + G * KS, *vs = ks + S * KS;
     /* A split lies inside one KV block (block_tokens is a multiple of S). */
     const float *K = kv_at(r.k, r, kvh, j0, hd), *Vp = kv_at(r.v, r, kvh, j0, hd);
     int n4 = nk * hd / 4, n_old = old - j0 < 0 ? 0 : old - j0 < nk ? old - j0 : nk, o4 = n_old * hd / 4;
@@ -58,7 +61,14 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
         int j = i / (hd / 4), d = 4 * (i % (hd / 4));
         *reinterpret_cast<float4 *>(ks + j * KS + d) = kk;
-        reinterpret_cast<float4 *>(vs)[i] = vv;
+        *reinterpret_cast<float4 *>(vs + j * VS + d) = vv;
+    }
+    /* Keys past the split's visible ones: zeros (their weights are 0, and
+     * 0 times a stale value could be NaN). */
+    for (int i = nk * hd / 4 + tid; i < S * hd / 4; i += ATT_THREADS) {
+        int j = i / (hd / 4), d = 4 * (i % (hd / 4));
+        *reinterpret_cast<float4 *>(ks + j * KS + d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4 *>(vs + j * VS + d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     wait_prior_grid();
 #if __CUDA_ARCH__ >= 900
@@ -71,7 +81,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         const float *qkv = q + (long)t * ldq, *csrow = pro.d_cs + (long)(vis - 1) * pro.rope_dim;
         int w = tid >> 5;
         for (int g = w; g < G; g += ATT_THREADS / 32)
-            norm_rope_into(qkv + (long)(kvh * G + g) * hd, qs + g * hd, hd, pro.rope_dim, pro.d_qnorm, pro.wdt, pro.eps,
+            norm_rope_into(qkv + (long)(kvh * G + g) * hd, qs + g * KS, hd, pro.rope_dim, pro.d_qnorm, pro.wdt, pro.eps,
                            csrow, lane);
         if (n_old < nk) {
             int j = nk - 1;
@@ -85,7 +95,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
                 float *dst = kv_at(r.v, r, kvh, vis - 1, hd);
                 for (int i = lane; i < hd; i += 32) {
                     float v = __ldcg(vr + i);
-                    vs[j * hd + i] = v;
+                    vs[j * VS + i] = v;
                     dst[i] = v;
                 }
             }
@@ -96,51 +106,54 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
             float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
             int j = i / (hd / 4), d = 4 * (i % (hd / 4));
             *reinterpret_cast<float4 *>(ks + j * KS + d) = kk;
-            reinterpret_cast<float4 *>(vs)[i] = vv;
+            *reinterpret_cast<float4 *>(vs + j * VS + d) = vv;
         }
-        for (int i = tid; i < G * hd; i += ATT_THREADS) qs[i] = q[(long)t * ldq + (long)kvh * G * hd + i];
+        for (int i = tid; i < G * hd; i += ATT_THREADS) qs[(i / hd) * KS + i % hd] = q[(long)t * ldq + (long)kvh * G * hd + i];
     }
     __syncthreads();
     float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
     long gstride = (long)max_splits * (hd + 2);
-    /* One warp per head (S = 32 keys = its lanes). */
-    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
-        int j = lane;
-        float sc = -INFINITY;
-        if (j < nk) {
-            const float4 *qg = reinterpret_cast<const float4 *>(qs + g * hd);
-            const float4 *kj = reinterpret_cast<const float4 *>(ks + j * KS);
-            float a = 0.0f;
+    {
+        /* Rows g < G are the heads; every warp forms the same scores and
+         * weights, warp w the output tiles w, w + 4, ... */
+        int g = lane >> 2, tq = lane & 3, w = tid >> 5;
+        const float *q0 = qs + (g < G ? g : 0) * KS;
+        float acc[4][4];
+        att_scores<hd>(
+            acc,
+            [&](int D, uint32_t(&ah)[2][4], uint32_t(&al)[2][4]) {
+                float4 a0 = g < G ? *reinterpret_cast<const float4 *>(q0 + 16 * D + 4 * tq)
+                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                att_qfrag(a0, make_float4(0.0f, 0.0f, 0.0f, 0.0f), ah, al);
+            },
+            [&](int n, int D, uint4 &kh, uint4 &kl) {
+                float4 k4 = *reinterpret_cast<const float4 *>(ks + (8 * n + g) * KS + 16 * D + 4 * tq);
+                att_split(k4.x, kh.x, kl.x);
+                att_split(k4.y, kh.y, kl.y);
+                att_split(k4.z, kh.z, kl.z);
+                att_split(k4.w, kh.w, kl.w);
+            });
+        float m[2], l[2];
+        att_softmax(acc, scale, g < G ? nk : 0, 0, m, l);
+        if (w == 0 && tq == 0 && g < G) {
+            base[g * gstride + hd] = m[0];
+            base[g * gstride + hd + 1] = l[0];
+        }
+        uint32_t ph[4][4], pl[4][4];
+        att_pfrag(acc, ph, pl);
 #pragma unroll
-            for (int d = 0; d < hd / 4; d++) {
-                float4 qa = qg[d], ka = kj[d];
-                a = fmaf(qa.x, ka.x, a);
-                a = fmaf(qa.y, ka.y, a);
-                a = fmaf(qa.z, ka.z, a);
-                a = fmaf(qa.w, ka.w, a);
+        for (int nt = w; nt < hd / 8; nt += ATT_THREADS / 32) {
+            float o[4];
+            att_pv(o, ph, pl, [&](int n, uint2 &vh, uint2 &vl) {
+                const float *vp = vs + (8 * n + 2 * tq) * VS + 8 * nt + g;
+                att_split(vp[0], vh.x, vl.x);
+                att_split(vp[VS], vh.y, vl.y);
+            });
+            if (g < G) {
+                base[g * gstride + 8 * nt + 2 * tq] = o[0];
+                base[g * gstride + 8 * nt + 2 * tq + 1] = o[1];
             }
-            sc = __fmul_rn(a, scale);
         }
-        float m, l;
-        ps[g * S + j] = split_softmax(sc, j, nk, &m, &l);
-        if (lane == 0) {
-            base[g * gstride + hd] = m;
-            base[g * gstride + hd + 1] = l;
-        }
-    }
-    __syncthreads();
-    for (int d = tid; d < hd; d += ATT_THREADS) {
-        float acc[ATT_MAX_GROUP];
-#pragma unroll
-        for (int g = 0; g < ATT_MAX_GROUP; g++) acc[g] = 0.0f;
-#pragma unroll 8
-        for (int j = 0; j < nk; j++) {
-            float vv = vs[j * hd + d];
-#pragma unroll
-            for (int g = 0; g < ATT_MAX_GROUP; g++)
-                if (g < G) acc[g] = fmaf(ps[g * S + j], vv, acc[g]);
-        }
-        for (int g = 0; g < G; g++) base[g * gstride + d] = acc[g];
     }
     /* The last split block of this (query, kv head) folds all splits
      * (attn_fold). */
@@ -156,9 +169,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    /* The fold's scratch: mx in the p buffer, the weights in the key and
-     * value buffers (this split is done with them). */
-    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, ps, ks, S * KS + S * hd, out);
+    /* The fold's scratch: the weights in the key and value buffers (this
+     * split is done with them). */
+    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
 }
 
 static int splits_for(int max_len) { return (max_len + S - 1) / S; }

@@ -251,13 +251,13 @@ tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
                                 float scale, const float *d_q, long ldq, float *d_out, void *d_part,
                                 unsigned *d_count, const tern_cuda_attn_prologue *pro);
 /* The same attention (the same bits for every query) by a kernel that
- * stages a split's keys once for a tile of a row's queries, then a kernel
- * that folds each query's splits: for calls where rows have many queries
- * (prefill). No prologue. Arguments as tern_cuda_attention's (d_part the
- * same scratch, borrowed); it needs no counters. */
+ * stages a split's keys and values once for a tile of a row's queries and
+ * folds the tile's splits itself: for calls where rows have many queries
+ * (prefill). No prologue. Arguments as tern_cuda_attention's; it needs no
+ * scratch and no counters. */
 tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                       int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
-                                      float scale, const float *d_q, long ldq, float *d_out, void *d_part);
+                                      float scale, const float *d_q, long ldq, float *d_out);
 size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim);
 size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads);
 
