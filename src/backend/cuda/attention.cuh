@@ -179,44 +179,66 @@ __device__ __forceinline__ void att_pv(float o[4], const uint32_t ph[4][4], cons
     }
 }
 
-/* Folds the ns splits of (query t, kv head kvh) into out: with M the
- * largest split max (exact in any order), weights b_s = exp(m_s - M),
- * out = (sum_s b_s o_s) / (sum_s b_s l_s), both sums in split order. part
- * holds per (query, head, split) o[hd], m, l. mx: G floats of shared
- * memory; bs: cap floats of shared memory (cap >= G) for the weights, formed
- * once per (head, split) in chunks of cap / G splits. Called by the whole
- * block (contains __syncthreads), after a __threadfence that orders the
- * other blocks' partials. */
+/* The fold of a (query, head)'s splits, in split order, from M = -inf,
+ * L = 0, O = 0: with M' = max(M, m_s), a = exp(M - M'), b = exp(m_s - M'):
+ *   L = fmaf(b, l_s, L a), O = fmaf(b, o_s, O a), M = M';
+ * out = O / L. One definition of a step for both kernels (the per-query
+ * kernel's fold reads the splits' records, the tiled kernel folds as it
+ * goes). */
+__device__ __forceinline__ float attn_fold_step(float acc, float a, float b, float v)
+{
+    return fmaf(b, v, __fmul_rn(acc, a));
+}
+
+/* Folds the ns splits of (query t, kv head kvh) into out by attn_fold_step.
+ * part holds per (query, head, split) o[hd], m, l. mrun: G floats of shared
+ * memory; ab: cap floats of shared memory (cap >= 2 G) for the steps' a and
+ * b, formed once per (head, split) in chunks of cap / (2 G) splits: the
+ * running max M' of split s is the max of m_0 .. m_s (exact in any order: a
+ * warp's scan). Called by the whole block (contains __syncthreads), after a
+ * __threadfence that orders the other blocks' partials. */
 template <int hd>
 __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t, int kvh, int G, int n_heads,
-                                          int max_splits, int ns, float *mx, float *bs, int cap,
+                                          int max_splits, int ns, float *mrun, float *ab, int cap,
                                           float *__restrict__ out)
 {
     int tid = threadIdx.x, lane = tid & 31;
     long gstride = (long)max_splits * (hd + 2);
     const float *p0 = part + ((long)t * n_heads + kvh * G) * gstride;
-    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
-        const float *pg = p0 + g * gstride;
-        float m = -INFINITY;
-        for (int sp = lane; sp < ns; sp += 32) m = fmaxf(m, __ldcg(pg + (long)sp * (hd + 2) + hd));
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-        __syncwarp();
-        if (lane == 0) mx[g] = m;
-    }
+    for (int g = tid; g < G; g += ATT_THREADS) mrun[g] = -INFINITY;
     /* Thread i keeps outputs i, i + ATT_THREADS, ... (at most ATT_MAX_GROUP
      * * ATT_MAX_HD / ATT_THREADS of them) across the chunks. */
     constexpr int PER = ATT_MAX_GROUP * hd / ATT_THREADS > 0 ? ATT_MAX_GROUP * hd / ATT_THREADS : 1;
     float l[PER], o[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) l[k] = o[k] = 0.0f;
-    int chunk = cap / G;
+    int chunk = cap / (2 * G);
+    float *as = ab, *bs = ab + G * chunk;
     for (int s0 = 0; s0 < ns; s0 += chunk) {
         int n = ns - s0 < chunk ? ns - s0 : chunk;
         __syncthreads();
-        for (int i = tid; i < G * n; i += ATT_THREADS) {
-            int g = i / n, sp = s0 + i % n;
-            bs[g * chunk + (sp - s0)] = expf(__ldcg(p0 + g * gstride + (long)sp * (hd + 2) + hd) - mx[g]);
+        for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
+            const float *pg = p0 + g * gstride;
+            float carry = mrun[g];
+            for (int i0 = 0; i0 < n; i0 += 32) {
+                int i = i0 + lane;
+                float m = i < n ? __ldcg(pg + (long)(s0 + i) * (hd + 2) + hd) : -INFINITY, run = m;
+#pragma unroll
+                for (int off = 1; off < 32; off <<= 1) {
+                    float v = __shfl_up_sync(0xffffffffu, run, off);
+                    if (lane >= off) run = fmaxf(run, v);
+                }
+                run = fmaxf(run, carry);
+                float prev = __shfl_up_sync(0xffffffffu, run, 1);
+                if (lane == 0) prev = carry;
+                if (i < n) {
+                    as[g * chunk + i] = expf(prev - run);
+                    bs[g * chunk + i] = expf(m - run);
+                }
+                carry = __shfl_sync(0xffffffffu, run, 31);
+            }
+            __syncwarp();
+            if (lane == 0) mrun[g] = carry;
         }
         __syncthreads();
 #pragma unroll
@@ -224,17 +246,13 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
             int i = tid + k * ATT_THREADS;
             if (i >= G * hd) break;
             int g = i / hd, d = i % hd;
-            const float *pg = p0 + g * gstride, *bg = bs + g * chunk;
-            float lk = l[k], ok = o[k];
-#pragma unroll 8
+            const float *pg = p0 + g * gstride;
             for (int sp = s0; sp < s0 + n; sp++) {
+                float a = as[g * chunk + (sp - s0)], b = bs[g * chunk + (sp - s0)];
                 const float *p = pg + (long)sp * (hd + 2);
-                float b = bg[sp - s0];
-                lk = fmaf(b, __ldcg(p + hd + 1), lk);
-                ok = fmaf(b, __ldcg(p + d), ok);
+                l[k] = attn_fold_step(l[k], a, b, __ldcg(p + hd + 1));
+                o[k] = attn_fold_step(o[k], a, b, __ldcg(p + d));
             }
-            l[k] = lk;
-            o[k] = ok;
         }
     }
 #pragma unroll

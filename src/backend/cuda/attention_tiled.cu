@@ -5,15 +5,13 @@
  * A block computes one (tile, kv head): the tile is AT_QH / G consecutive
  * queries of the call (cut where the row changes, each piece staging its
  * row's keys), up to AT_QH = 64 (query, head) pairs, 16 per warp as the
- * rows of attention.cuh's split arithmetic. The fold (attn_fold) needs the
- * largest split max M before its first term, so the block passes over the
- * splits twice: first the scores alone, for M (the max of a row's visible
- * scores, which is the max of its splits' maxima); then each split's
- * scores, softmax (m, l) and o = sum p v, the same bits as the per-query
- * kernel's, added into the row's sums as attn_fold adds them: b = exp(m -
- * M), l' = fmaf(b, l, l'), o' = fmaf(b, o, o') in split order; out = o' /
- * l'. So a query's bits are those of attention.cu (ops_test checks it),
- * whatever the tile and the launch, and no split record leaves the block. */
+ * rows of attention.cuh's split arithmetic. For each split in order it
+ * forms the scores, softmax (m, l) and o = sum p v, the same bits as the
+ * per-query kernel's, and folds them into the rows' sums by the step the
+ * per-query kernel's fold takes over its records (attn_fold_step, from the
+ * running max). So a query's bits are those of attention.cu (ops_test
+ * checks it), whatever the tile and the launch, and no split record leaves
+ * the block. */
 #include "backend/cuda/attention.cuh"
 
 enum { S = ATT_S, AT_QH = 64, AT_VS = S + 4 };
@@ -110,29 +108,8 @@ __global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
             int v = pos[h] + 1 - sp * S;
             return v <= 0 ? 0 : v < S ? v : S;
         };
-        /* Pass 1: M of each row. */
-        float M[2] = {-INFINITY, -INFINITY};
-        for (int sp = 0; sp < ns; sp++) {
-            stage(sp, false);
-            float acc[4][4];
-            att_scores<hd>(acc, qf, kf);
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int nk = nk_of(h, sp);
-#pragma unroll
-                for (int n = 0; n < 4; n++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++)
-                        if (8 * n + 2 * tq + e < nk) M[h] = fmaxf(M[h], __fmul_rn(acc[n][2 * h + e], scale));
-            }
-        }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            M[h] = fmaxf(M[h], __shfl_xor_sync(0xffffffffu, M[h], 1));
-            M[h] = fmaxf(M[h], __shfl_xor_sync(0xffffffffu, M[h], 2));
-        }
-        /* Pass 2: each split's (m, l, o), folded in split order. */
-        float lsum[2] = {0.0f, 0.0f}, osum[NT][4];
+        /* Each split's (m, l, o), folded in split order (attn_fold_step). */
+        float Mrun[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f}, osum[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) osum[nt][0] = osum[nt][1] = osum[nt][2] = osum[nt][3] = 0.0f;
         for (int sp = 0; sp < ns; sp++) {
@@ -141,10 +118,17 @@ __global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
             att_scores<hd>(acc, qf, kf);
             int nk0 = nk_of(0, sp), nk1 = nk_of(1, sp);
             att_softmax(acc, scale, nk0, nk1, m, l);
-            b[0] = nk0 ? expf(m[0] - M[0]) : 0.0f;
-            b[1] = nk1 ? expf(m[1] - M[1]) : 0.0f;
-            if (nk0) lsum[0] = fmaf(b[0], l[0], lsum[0]);
-            if (nk1) lsum[1] = fmaf(b[1], l[1], lsum[1]);
+            float a[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float run = fmaxf(Mrun[h], m[h]);
+                a[h] = expf(Mrun[h] - run);
+                b[h] = expf(m[h] - run);
+                if (h ? nk1 : nk0) {
+                    lsum[h] = attn_fold_step(lsum[h], a[h], b[h], l[h]);
+                    Mrun[h] = run;
+                }
+            }
             uint32_t ph[4][4], pl[4][4];
             att_pfrag(acc, ph, pl);
 #pragma unroll
@@ -156,12 +140,12 @@ __global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
                     l2 = *reinterpret_cast<const uint2 *>(vl + o2);
                 });
                 if (nk0) {
-                    osum[nt][0] = fmaf(b[0], o[0], osum[nt][0]);
-                    osum[nt][1] = fmaf(b[0], o[1], osum[nt][1]);
+                    osum[nt][0] = attn_fold_step(osum[nt][0], a[0], b[0], o[0]);
+                    osum[nt][1] = attn_fold_step(osum[nt][1], a[0], b[0], o[1]);
                 }
                 if (nk1) {
-                    osum[nt][2] = fmaf(b[1], o[2], osum[nt][2]);
-                    osum[nt][3] = fmaf(b[1], o[3], osum[nt][3]);
+                    osum[nt][2] = attn_fold_step(osum[nt][2], a[1], b[1], o[2]);
+                    osum[nt][3] = attn_fold_step(osum[nt][3], a[1], b[1], o[3]);
                 }
             }
         }
