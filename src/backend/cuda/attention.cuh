@@ -192,8 +192,9 @@ __device__ __forceinline__ float attn_fold_step(float acc, float a, float b, flo
 
 /* Folds the ns splits of (query t, kv head kvh) into out by attn_fold_step.
  * part holds per (query, head, split) o[hd], m, l. mrun: G floats of shared
- * memory; ab: cap floats of shared memory (cap >= 2 G) for the steps' a and
- * b, formed once per (head, split) in chunks of cap / (2 G) splits: the
+ * memory; ab: cap floats of shared memory (cap >= 3 G) for the splits' m
+ * and the steps' a and b, formed once per (head, split) in chunks of
+ * cap / (3 G) splits: the
  * running max M' of split s is the max of m_0 .. m_s (exact in any order: a
  * warp's scan). Called by the whole block (contains __syncthreads), after a
  * __threadfence that orders the other blocks' partials. */
@@ -212,17 +213,22 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
     float l[PER], o[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) l[k] = o[k] = 0.0f;
-    int chunk = cap / (2 * G);
-    float *as = ab, *bs = ab + G * chunk;
+    int chunk = cap / (3 * G);
+    float *as = ab, *bs = ab + G * chunk, *ms = bs + G * chunk;
     for (int s0 = 0; s0 < ns; s0 += chunk) {
         int n = ns - s0 < chunk ? ns - s0 : chunk;
         __syncthreads();
+        /* the chunk's split maxima, all loads in flight together */
+        for (int i = tid; i < G * n; i += ATT_THREADS) {
+            int g = i / n, j = i % n;
+            ms[g * chunk + j] = __ldcg(p0 + g * gstride + (long)(s0 + j) * (hd + 2) + hd);
+        }
+        __syncthreads();
         for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
-            const float *pg = p0 + g * gstride;
             float carry = mrun[g];
             for (int i0 = 0; i0 < n; i0 += 32) {
                 int i = i0 + lane;
-                float m = i < n ? __ldcg(pg + (long)(s0 + i) * (hd + 2) + hd) : -INFINITY, run = m;
+                float m = i < n ? ms[g * chunk + i] : -INFINITY, run = m;
 #pragma unroll
                 for (int off = 1; off < 32; off <<= 1) {
                     float v = __shfl_up_sync(0xffffffffu, run, off);
@@ -247,12 +253,16 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
             if (i >= G * hd) break;
             int g = i / hd, d = i % hd;
             const float *pg = p0 + g * gstride;
+            float lk = l[k], ok = o[k];
+#pragma unroll 4
             for (int sp = s0; sp < s0 + n; sp++) {
                 float a = as[g * chunk + (sp - s0)], b = bs[g * chunk + (sp - s0)];
                 const float *p = pg + (long)sp * (hd + 2);
-                l[k] = attn_fold_step(l[k], a, b, __ldcg(p + hd + 1));
-                o[k] = attn_fold_step(o[k], a, b, __ldcg(p + d));
+                lk = attn_fold_step(lk, a, b, __ldcg(p + hd + 1));
+                ok = attn_fold_step(ok, a, b, __ldcg(p + d));
             }
+            l[k] = lk;
+            o[k] = ok;
         }
     }
 #pragma unroll
