@@ -17,7 +17,8 @@
 # an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
 # llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1),
 # batchab (batchbench under each environment of the ;-separated AB), kerns (Nsight Compute's device time of
-# each of a prefill's first KERNS kernels, default 40), ncu (Nsight Compute on one
+# each of a prefill's first KERNS kernels, default 40), ncugemm (Nsight Compute's speed of light and memory
+# sections of the first layer's four prefill GEMMs), ncu (Nsight Compute on one
 # layer's prefill attention and the first decode kernels, reports into $OUT). In benchab and batchab an
 # entry "ref" or "ref VAR=..." runs another build's tern, carried as $D/ref.tar.xz by
 # scripts/cuda_ref_bundle.sh REV, instead of this one (AB=";ref;;ref": the two builds alternately).
@@ -82,6 +83,11 @@ for ph in "$@"; do
     # every kernel of a prefill of 512 (the first KERNS launches: the embedding and the first layers), its device time
     timeout 240 "$N" --clock-control none --cache-control none --metrics gpu__time_duration.sum -c "${KERNS:-40}" "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu_kerns.txt" 2>&1; echo "rc=$?"
     awk '/^  [A-Za-z_].*\(/{n=$1} /gpu__time_duration.sum/{print n, $(NF-1), $NF}' "$OUT/ncu_kerns.txt" | head -"${KERNS:-40}" ;;
+  ncugemm) N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    [ -n "$N" ] || { echo "no ncu on this machine"; continue; }
+    # the first layer's four prefill GEMMs (qkv, o, gate/up, down): throughput of each memory level and the tensor pipes
+    timeout 240 "$N" --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis -k regex:tw_kernel -c 4 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 1 --reps 1 >"$OUT/ncu_gemm.txt" 2>&1; echo "rc=$?"
+    grep -E "tw_kernel|Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Memory Throughput|Mem Busy|Max Bandwidth|L2 Hit" "$OUT/ncu_gemm.txt" | cut -c1-110 | head -60 ;;
   ncu) N=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
     [ -n "$N" ] || { echo "no ncu on this machine"; continue; }
     NS="--clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"

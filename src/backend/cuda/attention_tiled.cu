@@ -2,9 +2,9 @@
  * the arithmetic of attention.cu for every (query, head, split), with a
  * block taking all the splits of a tile of queries and folding them itself.
  *
- * A block computes one (tile, kv head): the tile is AT_QH / G consecutive
+ * A block computes one (tile, kv head): the tile is QH / G consecutive
  * queries of the call (cut where the row changes, each piece staging its
- * row's keys), up to AT_QH = 64 (query, head) pairs, 16 per warp as the
+ * row's keys), up to QH = at_qh(hd) (query, head) pairs, 16 per warp as the
  * rows of attention.cuh's split arithmetic. For each split in order it
  * forms the scores, softmax (m, l) and o = sum p v, the same bits as the
  * per-query kernel's, and folds them into the rows' sums by the step the
@@ -14,33 +14,40 @@
  * the block. */
 #include "backend/cuda/attention.cuh"
 
-enum { S = ATT_S, AT_QH = 64, AT_VS = S + 4 };
+enum { S = ATT_S, AT_VS = S + 4 };
 
-/* Shared memory: q [AT_QH][QKS] float32; the split's keys hi / lo [S][QKS]
+/* (query, head) pairs of a block: 128 (eight warps, one block a
+ * multiprocessor by shared memory), 16 for head_dim 256 (the most that
+ * fits). */
+__host__ __device__ constexpr int at_qh(int hd) { return hd <= 128 ? 128 : 16; }
+
+/* Shared memory: q [QH][QKS] float32; the split's keys hi / lo [S][QKS]
  * (tf32 words); its values hi / lo transposed, [hd][AT_VS], key 8n + 2t + e
  * at column 8t + 2n + e, so that a lane's eight words of a dimension are two
- * 16-byte reads (rows 36 words apart: distinct banks). */
+ * 16-byte reads (rows 36 words apart: distinct banks); the next split's keys
+ * and values as read, [S][hd] each (copied while this split computes). */
 static size_t at_smem(int hd)
 {
-    return sizeof(float) * ((size_t)AT_QH * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
-                            2 * (size_t)hd * AT_VS);
+    return sizeof(float) * ((size_t)at_qh(hd) * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
+                            2 * (size_t)hd * AT_VS + 2 * (size_t)S * hd);
 }
 
 /* Column of key j in the transposed values. */
 __device__ __forceinline__ int at_vcol(int j) { return 8 * ((j & 7) >> 1) + 2 * (j >> 3) + (j & 1); }
 
 template <int hd>
-__global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
+__global__ void __launch_bounds__(2 * at_qh(hd), 1)
     attn_tiled_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row, int total_q,
                       int n_heads, int n_kv_heads, float scale, const float *__restrict__ q, long ldq,
                       float *__restrict__ out)
 {
     extern __shared__ float smem[];
-    constexpr int KS = att_qk_stride(hd), NT = hd / 8;
+    constexpr int KS = att_qk_stride(hd), NT = hd / 8, QH = at_qh(hd), NTH = 2 * QH;
     float *qs = smem;
-    uint32_t *kh = reinterpret_cast<uint32_t *>(qs + AT_QH * KS), *kl = kh + S * KS, *vh = kl + S * KS,
+    uint32_t *kh = reinterpret_cast<uint32_t *>(qs + QH * KS), *kl = kh + S * KS, *vh = kl + S * KS,
              *vl = vh + hd * AT_VS;
-    int kvh = blockIdx.y, G = n_heads / n_kv_heads, QT = AT_QH / G;
+    float *rk = reinterpret_cast<float *>(vl + hd * AT_VS), *rv = rk + S * hd;
+    int kvh = blockIdx.y, G = n_heads / n_kv_heads, QT = QH / G;
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tq = lane & 3;
     /* the tiles in reverse: the longest (last) queries start first */
     int ta = (gridDim.z - 1 - blockIdx.z) * QT, tb = ta + QT < total_q ? ta + QT : total_q;
@@ -48,11 +55,25 @@ __global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
     for (int t0 = ta; t0 < tb;) {
         tern_cuda_attn_row r = rows[tok_row[t0]];
         int t1 = r.q0 + r.n_q < tb ? r.q0 + r.n_q : tb, nq = t1 - t0, nqh = nq * G;
-        int ns = (query_pos(r, t1 - 1) + 1 + S - 1) / S;
+        int vis = query_pos(r, t1 - 1) + 1, ns = (vis + S - 1) / S;
+        /* Copies split sp's keys and values as read into rk / rv (cp.async;
+         * keys past the piece's last position are zeros). */
+        auto fetch = [&](int sp) {
+            int j0 = sp * S, nk = vis - j0 < S ? vis - j0 : S;
+            const float *K = kv_at(r.k, r, kvh, j0, hd), *V = kv_at(r.v, r, kvh, j0, hd);
+#pragma unroll 4
+            for (int i = tid; i < S * hd / 4; i += NTH) {
+                bool in = i / (hd / 4) < nk;
+                cp16(rk + 4 * i, reinterpret_cast<const float4 *>(K) + (in ? i : 0), in);
+                cp16(rv + 4 * i, reinterpret_cast<const float4 *>(V) + (in ? i : 0), in);
+            }
+            cp_commit();
+        };
         /* The piece's pairs (query t0 + p / G, head p % G), zero past nqh,
          * once every warp is done with the last piece's. */
         __syncthreads();
-        for (int i = tid; i < AT_QH * hd / 4; i += ATT_THREADS) {
+        fetch(0);
+        for (int i = tid; i < QH * hd / 4; i += NTH) {
             int p = i / (hd / 4), d = 4 * (i % (hd / 4));
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (p < nqh)
@@ -77,33 +98,6 @@ __global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
             h = *reinterpret_cast<const uint4 *>(kh + o);
             l = *reinterpret_cast<const uint4 *>(kl + o);
         };
-        /* Stages split sp's keys (and values) as split words; keys past
-         * the piece's last position are zeros. */
-        auto stage = [&](int sp, bool values) {
-            int j0 = sp * S, vis = query_pos(r, t1 - 1) + 1, nk = vis - j0 < S ? vis - j0 : S;
-            const float *K = kv_at(r.k, r, kvh, j0, hd), *V = kv_at(r.v, r, kvh, j0, hd);
-            __syncthreads();
-#pragma unroll 4
-            for (int i = tid; i < S * hd / 4; i += ATT_THREADS) {
-                int j = i / (hd / 4), d = 4 * (i % (hd / 4));
-                float4 k4 = j < nk ? __ldcg(reinterpret_cast<const float4 *>(K) + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                uint4 h, l;
-                att_split(k4.x, h.x, l.x);
-                att_split(k4.y, h.y, l.y);
-                att_split(k4.z, h.z, l.z);
-                att_split(k4.w, h.w, l.w);
-                *reinterpret_cast<uint4 *>(kh + j * KS + d) = h;
-                *reinterpret_cast<uint4 *>(kl + j * KS + d) = l;
-                if (values) {
-                    float4 v4 = j < nk ? __ldcg(reinterpret_cast<const float4 *>(V) + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    int c = at_vcol(j);
-                    const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
-#pragma unroll
-                    for (int e = 0; e < 4; e++) att_split(vv[e], vh[(d + e) * AT_VS + c], vl[(d + e) * AT_VS + c]);
-                }
-            }
-            __syncthreads();
-        };
         auto nk_of = [&](int h, int sp) {
             int v = pos[h] + 1 - sp * S;
             return v <= 0 ? 0 : v < S ? v : S;
@@ -113,7 +107,28 @@ __global__ void __launch_bounds__(ATT_THREADS, hd <= 128 ? 2 : 1)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) osum[nt][0] = osum[nt][1] = osum[nt][2] = osum[nt][3] = 0.0f;
         for (int sp = 0; sp < ns; sp++) {
-            stage(sp, true);
+            /* split sp as split words (every warp done with sp - 1's), then
+             * sp + 1's copies while sp computes */
+            cp_wait<0>();
+            __syncthreads();
+#pragma unroll 4
+            for (int i = tid; i < S * hd / 4; i += NTH) {
+                int j = i / (hd / 4), d = 4 * (i % (hd / 4));
+                float4 k4 = reinterpret_cast<const float4 *>(rk)[i], v4 = reinterpret_cast<const float4 *>(rv)[i];
+                uint4 h, l;
+                att_split(k4.x, h.x, l.x);
+                att_split(k4.y, h.y, l.y);
+                att_split(k4.z, h.z, l.z);
+                att_split(k4.w, h.w, l.w);
+                *reinterpret_cast<uint4 *>(kh + j * KS + d) = h;
+                *reinterpret_cast<uint4 *>(kl + j * KS + d) = l;
+                int c = at_vcol(j);
+                const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) att_split(vv[e], vh[(d + e) * AT_VS + c], vl[(d + e) * AT_VS + c]);
+            }
+            __syncthreads();
+            if (sp + 1 < ns) fetch(sp + 1);
             float acc[4][4], m[2], l[2], b[2];
             att_scores<hd>(acc, qf, kf);
             int nk0 = nk_of(0, sp), nk1 = nk_of(1, sp);
@@ -173,8 +188,8 @@ static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
     size_t smem = at_smem(hd);
     tern_status ss = smem_limit_once((const void *)kern, smem, &ready, "attention shared memory");
     if (ss) return ss;
-    int QT = AT_QH / (n_heads / n_kv_heads);
-    return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(ATT_THREADS), smem,
+    int QT = at_qh(hd) / (n_heads / n_kv_heads);
+    return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(2 * at_qh(hd)), smem,
                   d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
 }
 

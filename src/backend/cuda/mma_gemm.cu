@@ -79,6 +79,38 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
     }
 }
 
+/* The prep without a norm, one thread per 8 elements (lane t's of a
+ * block), as many as the rows hold: the same hi / lo words in the same
+ * places as mma_prep_kernel<LO, false, PERM> (each element's split alone),
+ * without its one warp a row. */
+template <bool LO, bool PERM>
+__global__ void mma_prep_flat_kernel(const float *__restrict__ x, int M, int K, uint16_t *__restrict__ hi,
+                                     uint16_t *__restrict__ lo)
+{
+    wait_prior_grid();
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x, per = K / 8;
+    if (i >= (long)M * per) return;
+    long row = i / per;
+    int c = (int)(i % per), kb = c >> 2, t = c & 3, k = kb * MMA_KB + 8 * t;
+    float v[8];
+    mma_load8(x + row * K + k, v);
+    uint32_t h[4], l[4];
+    mma_split8<LO>(v, h, l);
+    if (PERM) {
+        uint32_t *hb = reinterpret_cast<uint32_t *>(hi + row * K + (long)kb * MMA_KB);
+        uint32_t *lb = reinterpret_cast<uint32_t *>(lo + row * K + (long)kb * MMA_KB);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            int w = (r >> 1) * 8 + (r & 1) * 4 + t;
+            hb[w] = h[r];
+            if (LO) lb[w] = l[r];
+        }
+    } else {
+        *reinterpret_cast<uint4 *>(hi + row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
+        if (LO) *reinterpret_cast<uint4 *>(lo + row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
 /* ---- the GEMM ------------------------------------------------------------ */
 
 template <bool LO, bool NORM>
@@ -238,7 +270,19 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
                     : (lo ? mma_prep_kernel<true, false, true> : mma_prep_kernel<false, false, true>))
               : (nw ? (lo ? mma_prep_kernel<true, true, false> : mma_prep_kernel<false, true, false>)
                     : (lo ? mma_prep_kernel<true, false, false> : mma_prep_kernel<false, false, false>));
-    if ((st = launch(c, "mma_prep", prep, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv))) return st;
+    if (nw) {
+        if ((st = launch(c, "mma_prep", prep, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv))) return st;
+    } else {
+        /* no norm: one thread per 8 elements (H200, prefill 512 of the
+         * Qwen3-8B shape: the down's prep of 512 x 12288 took 32.6 us one
+         * warp a row) */
+        void (*flat)(const float *, int, int, uint16_t *, uint16_t *) =
+            wgmma ? (lo ? mma_prep_flat_kernel<true, true> : mma_prep_flat_kernel<false, true>)
+                  : (lo ? mma_prep_flat_kernel<true, false> : mma_prep_flat_kernel<false, false>);
+        long n8 = (long)M * (K / 8);
+        if ((st = launch(c, "mma_prep", flat, dim3((unsigned)((n8 + 255) / 256)), dim3(256), 0, x, M, K, hi, lo16)))
+            return st;
+    }
     /* the warpgroup GEMM takes the gate and up together, silu(g) * u in its epilogue */
     if (wgmma && wu) return tern_cuda_wgmma_gemm(c, lo, nw != NULL, wa);
     for (int pass = 0; pass < (wu ? 2 : 1); pass++) {
