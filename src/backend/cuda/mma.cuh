@@ -141,15 +141,23 @@ struct gm_args {
     const uint16_t *wu;      /* [N, K] bf16: with it, y = silu(x . w^T) * (x . wu^T) (the warpgroup GEMM only) */
 };
 
-/* The GEMMs' epilogue for output (r, n) whose parts sum to v: the folded
- * norm's scale sc (NORM), then the residual add; one definition so that
- * both GEMMs write the same bits. */
+/* The GEMMs' epilogue for an output whose parts sum to v: the folded
+ * norm's scale sc (NORM), then the residual add to old (its value in y,
+ * read when a.accumulate); one definition so that both GEMMs write the
+ * same bits. */
+template <bool NORM>
+__device__ __forceinline__ float gm_value(const gm_args &a, float old, float v, float sc)
+{
+    if (NORM) v = __fmul_rn(v, sc);
+    return a.accumulate ? __fadd_rn(old, v) : v;
+}
+
+/* gm_value into y at (r, n). */
 template <bool NORM>
 __device__ __forceinline__ void gm_put(const gm_args &a, int r, int n, float v, float sc)
 {
-    if (NORM) v = __fmul_rn(v, sc);
     float *yp = a.y + (size_t)r * a.ldy + n;
-    *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
+    *yp = gm_value<NORM>(a, a.accumulate ? *yp : 0.0f, v, sc);
 }
 
 /* The warpgroup-MMA GEMM (mma_wgmma.cu): a's arrays borrowed for the
