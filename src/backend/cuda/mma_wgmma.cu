@@ -19,7 +19,7 @@
  * A block owns 128 x rows x 128 weight rows of y (64 weight rows and the
  * same 64 of the up with a SwiGLU pair): two consumer warpgroups keep the
  * running part's partial and the sum of the finished parts in registers;
- * a ninth warp issues the copies. Stages of 64 k elements (two blocks: one
+ * one thread of a third warpgroup issues the copies. Stages of 64 k elements (two blocks: one
  * 128-byte row per operand row, stored in the 128-byte swizzle the copy
  * engine writes) rotate through the slots of tw_cfg, each with a "full"
  * barrier (the copies' bytes landed) and an "empty" one (the MMAs that
@@ -27,7 +27,12 @@
 #include "backend/cuda/async.cuh"
 #include "backend/cuda/mma.cuh"
 
-enum { TW_BM = 128, TW_BN = 128, TW_BK = 2 * MMA_KB, TW_CONSUMERS = 2, TW_THREADS = 32 * (4 * TW_CONSUMERS + 1),
+/* A block: TW_CONSUMERS MMA warpgroups and one copy warpgroup (a whole
+ * one, so that the register split below applies: the copy warpgroup gives
+ * back all but TW_REGS_COPY registers a thread, the MMA warpgroups take
+ * TW_REGS_MMA, room for two sets of weight registers). */
+enum { TW_BM = 128, TW_BN = 128, TW_BK = 2 * MMA_KB, TW_CONSUMERS = 2, TW_THREADS = 128 * (TW_CONSUMERS + 1),
+       TW_REGS_COPY = 40, TW_REGS_MMA = 232,
        TW_TILE = 128 * TW_BK * 2 /* bytes of one 128-row operand's stage */ };
 
 template <bool LO> struct tw_cfg {
@@ -50,6 +55,14 @@ __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.alig
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+/* Keeps a register set of MMA operands live (unmoved, unreused) up to this
+ * point: after the wait for the MMAs that read it. */
+__device__ __forceinline__ void wg_keep(const uint4 (&w)[4])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) asm volatile("" ::"r"(w[i].x), "r"(w[i].y), "r"(w[i].z), "r"(w[i].w) : "memory");
+}
+
 /* Keeps the compiler from moving reads or writes of the accumulators
  * across the asynchronous MMAs. */
 __device__ __forceinline__ void wg_hold(float d[64])
@@ -116,6 +129,10 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
     }
     __syncthreads();
     wait_prior_grid();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (wg == TW_CONSUMERS) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"((int)TW_REGS_COPY));
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"((int)TW_REGS_MMA));
+#endif
     if (wg == TW_CONSUMERS) {
         /* The copy warp: one thread issues a stage's boxes once its slot is
          * empty. */
@@ -144,41 +161,70 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) P[i] = T[i] = 0.0f;
     /* Part by part (every part a whole number of stages, see _takes): its
-     * stages' MMAs, then the partial into the sum. A stage's MMAs read
-     * this thread's weight registers until they are done, so the stage
-     * waits for them before the next one loads its registers (the other
-     * warpgroup's MMAs fill the gap), then hands its slot back. */
+     * stages' MMAs, then the partial into the sum. A stage's MMAs read this
+     * thread's weight registers until they are done, so the weights come in
+     * two register sets: while one stage's MMAs run, the next stage's
+     * weights load into the other set and its MMAs queue behind them (the
+     * same products in the same order); a stage's slot goes back, and its
+     * set is reloaded, once its MMAs are done (wait for all but the newest
+     * group). wg_keep pins a set's registers until then. */
+    uint4 wa[4], wb[4]; /* rows wr0 / wr1, blocks 0 / 1 of a stage */
+    auto load_w = [&](uint4 (&w)[4], int s) {
+        const uint8_t *W = sm + (size_t)s * C::STAGE + C::NA * TW_TILE;
+#pragma unroll
+        for (int sb = 0; sb < 2; sb++) {
+            w[sb] = tw_chunk(W, wr0, 4 * sb + t);
+            w[2 + sb] = tw_chunk(W, wr1, 4 * sb + t);
+        }
+    };
+    auto issue = [&](const uint4 (&w)[4], int s) {
+        const uint8_t *st = sm + (size_t)s * C::STAGE;
+        const uint8_t *Xh = st, *Xl = st + TW_TILE;
+        wg_hold(P);
+        wg_fence();
+#pragma unroll
+        for (int k16 = 0; k16 < 4; k16++) {
+            int sb = k16 >> 1, off = 32 * k16; /* step k16 % 2 of block sb: bytes off .. off + 31 of x's rows */
+            uint32_t a0 = k16 & 1 ? w[sb].z : w[sb].x, a2 = k16 & 1 ? w[sb].w : w[sb].y;
+            uint32_t a1 = k16 & 1 ? w[2 + sb].z : w[2 + sb].x, a3 = k16 & 1 ? w[2 + sb].w : w[2 + sb].y;
+            wgmma128r(P, a0, a1, a2, a3, wg_desc(Xh + off));
+            if (LO) wgmma128r(P, a0, a1, a2, a3, wg_desc(Xl + off));
+        }
+        wg_commit();
+    };
+    auto ready = [&](int k) { mb_wait(&full[k % C::STAGES], (k / C::STAGES) & 1); };
     int ks = 0;
     for (int q = 0; q < MMA_PARTS; q++) {
-        int ns = (mma_part(nb, q + 1) - mma_part(nb, q)) / 2;
-        for (int j = 0; j < ns; j++, ks++) {
-            int s = ks % C::STAGES;
-            mb_wait(&full[s], (ks / C::STAGES) & 1);
-            const uint8_t *st = sm + (size_t)s * C::STAGE;
-            const uint8_t *Xh = st, *Xl = st + TW_TILE, *W = st + C::NA * TW_TILE;
-            /* this thread's weight rows r0 (fragment row g) and r1 (g + 8):
-             * its 16 bytes of each block, pairs p0..p3 of elements 8t .. */
-            uint4 w0[2], w1[2];
-#pragma unroll
-            for (int sb = 0; sb < 2; sb++) {
-                w0[sb] = tw_chunk(W, wr0, 4 * sb + t);
-                w1[sb] = tw_chunk(W, wr1, 4 * sb + t);
+        int ns = (mma_part(nb, q + 1) - mma_part(nb, q)) / 2, k0 = ks;
+        ready(k0);
+        load_w(wa, k0 % C::STAGES);
+        for (int j = 0; j < ns; j += 2) {
+            issue(wa, (k0 + j) % C::STAGES);
+            if (j > 0) {
+                wg_wait<1>();
+                wg_hold(P);
+                wg_keep(wb);
+                tw_release(&empty[(k0 + j - 1) % C::STAGES], lane);
             }
+            if (j + 1 >= ns) break;
+            ready(k0 + j + 1);
+            load_w(wb, (k0 + j + 1) % C::STAGES);
+            issue(wb, (k0 + j + 1) % C::STAGES);
+            wg_wait<1>();
             wg_hold(P);
-            wg_fence();
-#pragma unroll
-            for (int k16 = 0; k16 < 4; k16++) {
-                int sb = k16 >> 1, off = 32 * k16; /* step k16 % 2 of block sb: bytes off .. off + 31 of x's rows */
-                uint32_t a0 = k16 & 1 ? w0[sb].z : w0[sb].x, a2 = k16 & 1 ? w0[sb].w : w0[sb].y;
-                uint32_t a1 = k16 & 1 ? w1[sb].z : w1[sb].x, a3 = k16 & 1 ? w1[sb].w : w1[sb].y;
-                wgmma128r(P, a0, a1, a2, a3, wg_desc(Xh + off));
-                if (LO) wgmma128r(P, a0, a1, a2, a3, wg_desc(Xl + off));
+            wg_keep(wa);
+            tw_release(&empty[(k0 + j) % C::STAGES], lane);
+            if (j + 2 < ns) {
+                ready(k0 + j + 2);
+                load_w(wa, (k0 + j + 2) % C::STAGES);
             }
-            wg_commit();
-            wg_wait<0>();
-            wg_hold(P);
-            tw_release(&empty[s], lane);
         }
+        wg_wait<0>();
+        wg_hold(P);
+        wg_keep(wa);
+        wg_keep(wb);
+        tw_release(&empty[(k0 + ns - 1) % C::STAGES], lane);
+        ks = k0 + ns;
 #pragma unroll
         for (int i = 0; i < 64; i++) {
             T[i] = q ? __fadd_rn(T[i], P[i]) : P[i];
