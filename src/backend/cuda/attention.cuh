@@ -192,9 +192,9 @@ __device__ __forceinline__ float attn_fold_step(float acc, float a, float b, flo
 
 /* Folds the ns splits of (query t, kv head kvh) into out by attn_fold_step.
  * part holds per (query, head, split) o[hd], m, l. mrun: G floats of shared
- * memory; ab: cap floats of shared memory (cap >= 3 G) for the splits' m
- * and the steps' a and b, formed once per (head, split) in chunks of
- * cap / (3 G) splits: the
+ * memory; ab: cap floats of shared memory (cap >= 4 G) for the splits' m
+ * and l and the steps' a and b, formed once per (head, split) in chunks of
+ * cap / (4 G) splits: the
  * running max M' of split s is the max of m_0 .. m_s (exact in any order: a
  * warp's scan). Called by the whole block (contains __syncthreads), after a
  * __threadfence that orders the other blocks' partials. */
@@ -213,15 +213,17 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
     float l[PER], o[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) l[k] = o[k] = 0.0f;
-    int chunk = cap / (3 * G);
-    float *as = ab, *bs = ab + G * chunk, *ms = bs + G * chunk;
+    int chunk = cap / (4 * G);
+    float *as = ab, *bs = ab + G * chunk, *ms = bs + G * chunk, *ls = ms + G * chunk;
     for (int s0 = 0; s0 < ns; s0 += chunk) {
         int n = ns - s0 < chunk ? ns - s0 : chunk;
         __syncthreads();
-        /* the chunk's split maxima, all loads in flight together */
+        /* the chunk's split maxima and sums, all loads in flight together */
         for (int i = tid; i < G * n; i += ATT_THREADS) {
             int g = i / n, j = i % n;
-            ms[g * chunk + j] = __ldcg(p0 + g * gstride + (long)(s0 + j) * (hd + 2) + hd);
+            const float *p = p0 + g * gstride + (long)(s0 + j) * (hd + 2) + hd;
+            ms[g * chunk + j] = __ldcg(p);
+            ls[g * chunk + j] = __ldcg(p + 1);
         }
         __syncthreads();
         for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
@@ -247,22 +249,32 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
             if (lane == 0) mrun[g] = carry;
         }
         __syncthreads();
+        /* FU splits at a time: all of the thread's outputs' values read
+         * first (their loads in flight together), then each output's steps
+         * in split order */
+        constexpr int FU = 4;
+        for (int u0 = 0; u0 < n; u0 += FU) {
+            float v[PER][FU];
 #pragma unroll
-        for (int k = 0; k < PER; k++) {
-            int i = tid + k * ATT_THREADS;
-            if (i >= G * hd) break;
-            int g = i / hd, d = i % hd;
-            const float *pg = p0 + g * gstride;
-            float lk = l[k], ok = o[k];
-#pragma unroll 4
-            for (int sp = s0; sp < s0 + n; sp++) {
-                float a = as[g * chunk + (sp - s0)], b = bs[g * chunk + (sp - s0)];
-                const float *p = pg + (long)sp * (hd + 2);
-                lk = attn_fold_step(lk, a, b, __ldcg(p + hd + 1));
-                ok = attn_fold_step(ok, a, b, __ldcg(p + d));
+            for (int k = 0; k < PER; k++) {
+                int i = tid + k * ATT_THREADS, g = i / hd, d = i % hd;
+#pragma unroll
+                for (int u = 0; u < FU; u++)
+                    v[k][u] = i < G * hd && u0 + u < n ? __ldcg(p0 + g * gstride + (long)(s0 + u0 + u) * (hd + 2) + d)
+                                                       : 0.0f;
             }
-            l[k] = lk;
-            o[k] = ok;
+#pragma unroll
+            for (int k = 0; k < PER; k++) {
+                int i = tid + k * ATT_THREADS, g = i / hd;
+                if (i >= G * hd) continue;
+#pragma unroll
+                for (int u = 0; u < FU; u++) {
+                    if (u0 + u >= n) break;
+                    int c = g * chunk + u0 + u;
+                    l[k] = attn_fold_step(l[k], as[c], bs[c], ls[c]);
+                    o[k] = attn_fold_step(o[k], as[c], bs[c], v[k][u]);
+                }
+            }
         }
     }
 #pragma unroll
