@@ -40,6 +40,44 @@ __device__ __forceinline__ void sk_load(uint4 (&buf)[U][NMAT], const uint16_t *c
         }
 }
 
+/* Lane (g, t)'s weight rows of tile tl: row 8 tl + g of each matrix (the
+ * last row for rows past N: read, never written), at elements 8t of its
+ * blocks. */
+template <int NMAT>
+__device__ __forceinline__ void sk_rows_of(const sk_args &a, int tl, int g, int t, const uint16_t *(&wr)[NMAT])
+{
+    int n = tl * 8 + g < a.N ? tl * 8 + g : a.N - 1;
+#pragma unroll
+    for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + (size_t)n * a.K + 8 * t;
+}
+
+/* The start of a warp of the one-row and small-batch kernels: its lane
+ * (g, t) and part q of K's blocks (kb0, len: nfull whole batches of U),
+ * the block's first tile and the tile count, that tile's weight rows, and
+ * their first batch loaded into buf (the weights: before the wait for the
+ * previous kernel). */
+struct sk_warp {
+    int g, t, q, kb0, len, nfull, ntiles, tile;
+};
+
+template <int NMAT, int U>
+__device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&wr)[NMAT], uint4 (&buf)[U][NMAT])
+{
+    sk_warp w;
+    int lane = threadIdx.x & 31;
+    w.q = threadIdx.x >> 5;
+    w.g = lane >> 2, w.t = lane & 3;
+    int nb = a.K / MMA_KB;
+    w.kb0 = mma_part(nb, w.q), w.len = mma_part(nb, w.q + 1) - w.kb0;
+    w.nfull = w.len / U, w.ntiles = (a.N + 7) / 8;
+    w.tile = blockIdx.x;
+    if (w.tile < w.ntiles) {
+        sk_rows_of<NMAT>(a, w.tile, w.g, w.t, wr);
+        if (w.nfull) sk_load<NMAT, U>(buf, wr, w.kb0, U);
+    }
+    return w;
+}
+
 /* Eight floats of row r of x at column k (zeros past the last row). */
 __device__ __forceinline__ void sk_x8(const float *__restrict__ x, int r, int M, int K, int k, float v[8])
 {
@@ -126,24 +164,12 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     constexpr int ROWS = R8 ? 8 : MT * 16;
     __shared__ float part[NMAT][MMA_PARTS][ROWS][8];
     __shared__ float ssq[MMA_PARTS][NORM ? ROWS : 1];
-    int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
-    int g = lane >> 2, t = lane & 3;
-    int nb = a.K / MMA_KB, kb0 = mma_part(nb, q), len = mma_part(nb, q + 1) - kb0;
-    int nfull = len / U, ntiles = (a.N + 7) / 8;
-    int tile = blockIdx.x;
     const uint16_t *wr[NMAT];
-    auto rows_of = [&](int tl) {
-        int n = tl * 8 + g < a.N ? tl * 8 + g : a.N - 1; /* a row past N is read, never written */
-#pragma unroll
-        for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + (size_t)n * a.K + 8 * t;
-    };
     uint4 bA[U][NMAT], bB[U][NMAT];
-    if (tile < ntiles) {
-        rows_of(tile);
-        if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
-    }
+    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
+    const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, nfull = w.nfull, ntiles = w.ntiles;
     wait_prior_grid();
-    while (tile < ntiles) {
+    while (w.tile < ntiles) {
         float acc[MT][NMAT][4], ss[MT][2];
 #pragma unroll
         for (int i = 0; i < MT; i++) {
@@ -166,9 +192,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
             sk_load<NMAT, U>(bB, wr, kb, rest);
             sk_compute<MT, R8, LO, NMAT, NORM, U>(a, bB, kb, rest, g, t, acc, ss);
         }
-        int next = tile + gridDim.x;
+        int next = w.tile + gridDim.x;
         if (next < ntiles) {
-            rows_of(next);
+            sk_rows_of<NMAT>(a, next, g, t, wr);
             if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
         }
 #pragma unroll
@@ -195,7 +221,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
         __syncthreads();
         int rows = a.M < ROWS ? a.M : ROWS;
         for (int idx = threadIdx.x; idx < rows * 8; idx += SK_THREADS) {
-            int r = idx >> 3, cidx = idx & 7, n = tile * 8 + cidx;
+            int r = idx >> 3, cidx = idx & 7, n = w.tile * 8 + cidx;
             if (n >= a.N) continue;
             float v[NMAT];
 #pragma unroll
@@ -210,7 +236,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
             else *yp = a.accumulate ? __fadd_rn(*yp, v[0]) : v[0];
         }
         __syncthreads();
-        tile = next;
+        w.tile = next;
     }
 }
 
@@ -234,22 +260,10 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     __shared__ float part[NMAT][MMA_PARTS][8];
     __shared__ float ssq[MMA_PARTS];
     extern __shared__ uint4 sx4[]; /* block kb, lane t: sx4[2 (4 kb + t)] hi pairs, + 1 lo pairs */
-    int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
-    int g = lane >> 2, t = lane & 3;
-    int nb = a.K / MMA_KB, kb0 = mma_part(nb, q), len = mma_part(nb, q + 1) - kb0;
-    int nfull = len / U, ntiles = (a.N + 7) / 8;
-    int tile = blockIdx.x;
     const uint16_t *wr[NMAT];
-    auto rows_of = [&](int tl) {
-        int n = tl * 8 + g < a.N ? tl * 8 + g : a.N - 1; /* a row past N is read, never written */
-#pragma unroll
-        for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + (size_t)n * a.K + 8 * t;
-    };
     uint4 bA[U][NMAT], bB[U][NMAT];
-    if (tile < ntiles) {
-        rows_of(tile);
-        if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
-    }
+    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
+    const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, nfull = w.nfull, ntiles = w.ntiles;
     wait_prior_grid();
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
@@ -279,7 +293,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         }
     }
     __syncwarp();
-    while (tile < ntiles) {
+    while (w.tile < ntiles) {
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -319,9 +333,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
             sk_load<NMAT, U>(bB, wr, kb, rest);
             step(bB, kb, rest);
         }
-        int next = tile + gridDim.x;
+        int next = w.tile + gridDim.x;
         if (next < ntiles) {
-            rows_of(next);
+            sk_rows_of<NMAT>(a, next, g, t, wr);
             if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
         }
         if (g == 0) {
@@ -337,7 +351,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         }
         __syncthreads();
         if (threadIdx.x < 8) {
-            int cidx = threadIdx.x, n = tile * 8 + cidx;
+            int cidx = threadIdx.x, n = w.tile * 8 + cidx;
             if (n < a.N) {
                 float v[NMAT];
 #pragma unroll
@@ -353,7 +367,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
             }
         }
         __syncthreads();
-        tile = next;
+        w.tile = next;
     }
 }
 
