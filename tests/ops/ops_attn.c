@@ -282,6 +282,12 @@ void ops_attention(void)
     static const row_shape mixed[] = {{1, 1}, {300, 1}, {77, 77}, {600, 5}, {130, 64}};
     static const row_shape one_long[] = {{4100, 1}};
     static const row_shape prefill[] = {{512, 512}};
+    /* Rows whose splits outnumber one chunk of the per-query kernel's fold
+     * (attn_fold: cap / (4 G) splits a chunk, 552 at G = 4 and 276 at G = 8
+     * for head_dim 128), so that its running max carries across chunks. */
+    static const row_shape past_chunk4[] = {{18000, 3}}, past_chunk8[] = {{9000, 2}};
+    attention_case(32, 8, 128, past_chunk4, 1, 0);
+    attention_case(32, 4, 128, past_chunk8, 1, 1);
     for (int paged = 0; paged < 2; paged++) {
         attention_case(32, 8, 128, mixed, 5, paged);
         attention_case(8, 2, 64, mixed, 5, paged);
