@@ -706,7 +706,7 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
     const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
     float scale = 1.0f / sqrtf((float)hd);
     /* Rows of two or more queries on average (prefill): the tiled kernel,
-     * which stages a split's keys and values once for up to 64 / G of a
+     * which stages a split's keys and values once for up to 128 / G of a
      * row's queries and folds their splits in the block; the bits are the
      * same either way. */
     if (!attn_fused(m, p) && d->tiled_attn && p->T >= 2 * d->nr)

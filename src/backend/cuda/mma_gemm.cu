@@ -27,13 +27,37 @@ static size_t gm_smem(bool lo) { return (size_t)GM_STAGES * gm_stage(lo) * sizeo
 
 /* ---- prep: hi / lo of x, 1 / rms ----------------------------------------- */
 
-/* One warp per row, lane 4q + t as (part q, lane t) of the small-batch
- * kernel. PERM: each 32-element block in the warpgroup GEMM's layout
- * (mma.cuh: lane t's pairs r0..r3 at elements 2t, 2t + 8, 16 + 2t, 24 + 2t);
- * else in natural order. */
-template <bool LO, bool NORM, bool PERM>
-__global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw, float eps,
-                                uint16_t *__restrict__ hi, uint16_t *__restrict__ lo, float *__restrict__ inv)
+/* Lane t's hi / lo pairs of 32-element block kb of row row: PERM in the
+ * warpgroup GEMM's layout (mma.cuh: lane t's pairs r0..r3 at elements 2t,
+ * 2t + 8, 16 + 2t, 24 + 2t of the block), else in natural order (elements
+ * 8t .. 8t + 7). */
+template <bool LO, bool PERM>
+__device__ __forceinline__ void prep_store(uint16_t *__restrict__ hi, uint16_t *__restrict__ lo, long row, int K, int kb,
+                                           int t, const uint32_t (&h)[4], const uint32_t (&l)[4])
+{
+    if constexpr (PERM) {
+        uint32_t *hb = reinterpret_cast<uint32_t *>(hi + row * K + (long)kb * MMA_KB);
+        uint32_t *lb = reinterpret_cast<uint32_t *>(lo + row * K + (long)kb * MMA_KB);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            int w = (r >> 1) * 8 + (r & 1) * 4 + t; /* the pair's 4-byte word: element 2 w */
+            hb[w] = h[r];
+            if (LO) lb[w] = l[r];
+        }
+    } else {
+        int k = kb * MMA_KB + 8 * t; /* added after the row's offset: the form that keeps the 16-byte stores */
+        *reinterpret_cast<uint4 *>(hi + row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
+        if (LO) *reinterpret_cast<uint4 *>(lo + row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
+/* The prep with the RMSNorm folded in: x times the norm weight split, and
+ * 1 / rms per row. One warp per row, lane 4q + t as (part q, lane t) of the
+ * small-batch kernel, so that the sum of squares takes mma.cuh's order. */
+template <bool LO, bool PERM>
+__global__ void mma_prep_norm_kernel(const float *__restrict__ x, int M, int K, const float *__restrict__ nw,
+                                     float eps, uint16_t *__restrict__ hi, uint16_t *__restrict__ lo,
+                                     float *__restrict__ inv)
 {
     wait_prior_grid();
     int row = blockIdx.x * 4 + (threadIdx.x >> 5), sub = threadIdx.x & 31, q = sub >> 2, t = sub & 3;
@@ -43,49 +67,30 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, const
         const float *xr = x + (size_t)row * K;
         for (int kb = kb0; kb < kb1; kb++) {
             int k = kb * MMA_KB + 8 * t;
-            float v[8];
+            float v[8], nv[8];
             mma_load8(xr + k, v);
-            if (NORM) {
-                float nv[8];
-                mma_load8(nw + k, nv);
+            mma_load8(nw + k, nv);
 #pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    ss = fmaf(v[e], v[e], ss);
-                    v[e] = __fmul_rn(v[e], nv[e]);
-                }
+            for (int e = 0; e < 8; e++) {
+                ss = fmaf(v[e], v[e], ss);
+                v[e] = __fmul_rn(v[e], nv[e]);
             }
             uint32_t h[4], l[4];
             mma_split8<LO>(v, h, l);
-            if (PERM) {
-                uint32_t *hb = reinterpret_cast<uint32_t *>(hi + (size_t)row * K + (size_t)kb * MMA_KB);
-                uint32_t *lb = reinterpret_cast<uint32_t *>(lo + (size_t)row * K + (size_t)kb * MMA_KB);
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    int w = (r >> 1) * 8 + (r & 1) * 4 + t; /* the pair's 4-byte word: element 2 w */
-                    hb[w] = h[r];
-                    if (LO) lb[w] = l[r];
-                }
-            } else {
-                *reinterpret_cast<uint4 *>(hi + (size_t)row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
-                if (LO) *reinterpret_cast<uint4 *>(lo + (size_t)row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
-            }
+            prep_store<LO, PERM>(hi, lo, row, K, kb, t, h, l);
         }
     }
-    if (NORM) {
-        float s = mma_sum4(ss), p[MMA_PARTS];
+    float s = mma_sum4(ss), p[MMA_PARTS];
 #pragma unroll
-        for (int i = 0; i < MMA_PARTS; i++) p[i] = __shfl_sync(0xffffffffu, s, 4 * i);
-        if (sub == 0 && row < M) inv[row] = rms_inv(mma_fold(p, 1), K, eps);
-    }
+    for (int i = 0; i < MMA_PARTS; i++) p[i] = __shfl_sync(0xffffffffu, s, 4 * i);
+    if (sub == 0 && row < M) inv[row] = rms_inv(mma_fold(p, 1), K, eps);
 }
 
-/* The prep without a norm, one thread per 8 elements (lane t's of a
- * block), as many as the rows hold: the same hi / lo words in the same
- * places as mma_prep_kernel<LO, false, PERM> (each element's split alone),
- * without its one warp a row. */
+/* The prep without a norm: one thread per 8 elements (lane t's of a block;
+ * each element's split alone, so any order gives the same words). */
 template <bool LO, bool PERM>
-__global__ void mma_prep_flat_kernel(const float *__restrict__ x, int M, int K, uint16_t *__restrict__ hi,
-                                     uint16_t *__restrict__ lo)
+__global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, uint16_t *__restrict__ hi,
+                                uint16_t *__restrict__ lo)
 {
     wait_prior_grid();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x, per = K / 8;
@@ -96,19 +101,7 @@ __global__ void mma_prep_flat_kernel(const float *__restrict__ x, int M, int K, 
     mma_load8(x + row * K + k, v);
     uint32_t h[4], l[4];
     mma_split8<LO>(v, h, l);
-    if (PERM) {
-        uint32_t *hb = reinterpret_cast<uint32_t *>(hi + row * K + (long)kb * MMA_KB);
-        uint32_t *lb = reinterpret_cast<uint32_t *>(lo + row * K + (long)kb * MMA_KB);
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            int w = (r >> 1) * 8 + (r & 1) * 4 + t;
-            hb[w] = h[r];
-            if (LO) lb[w] = l[r];
-        }
-    } else {
-        *reinterpret_cast<uint4 *>(hi + row * K + k) = make_uint4(h[0], h[1], h[2], h[3]);
-        if (LO) *reinterpret_cast<uint4 *>(lo + row * K + k) = make_uint4(l[0], l[1], l[2], l[3]);
-    }
+    prep_store<LO, PERM>(hi, lo, row, K, kb, t, h, l);
 }
 
 /* ---- the GEMM ------------------------------------------------------------ */
@@ -259,28 +252,26 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     if (st) return st;
     uint16_t *hi = (uint16_t *)s, *lo16 = (uint16_t *)((char *)s + xs);
     float *inv = (float *)((char *)s + 2 * xs), *u = wu ? (float *)((char *)s + 2 * xs + is) : NULL;
-    dim3 pg((unsigned)((M + 3) / 4)), pb(128);
     /* the prep writes the warpgroup GEMM's layout only when that GEMM
      * takes every product of the call (the other kernel reads the natural
      * order) */
     gm_args wa = {hi, lo16, M, K, (const uint16_t *)w, N, y, N, 0, inv, (const uint16_t *)wu};
     bool wgmma = c->wgmma && tern_cuda_wgmma_takes(wa);
-    void (*prep)(const float *, int, int, const float *, float, uint16_t *, uint16_t *, float *) =
-        wgmma ? (nw ? (lo ? mma_prep_kernel<true, true, true> : mma_prep_kernel<false, true, true>)
-                    : (lo ? mma_prep_kernel<true, false, true> : mma_prep_kernel<false, false, true>))
-              : (nw ? (lo ? mma_prep_kernel<true, true, false> : mma_prep_kernel<false, true, false>)
-                    : (lo ? mma_prep_kernel<true, false, false> : mma_prep_kernel<false, false, false>));
     if (nw) {
-        if ((st = launch(c, "mma_prep", prep, pg, pb, 0, x, M, K, nw, eps, hi, lo16, inv))) return st;
+        void (*prep)(const float *, int, int, const float *, float, uint16_t *, uint16_t *, float *) =
+            wgmma ? (lo ? mma_prep_norm_kernel<true, true> : mma_prep_norm_kernel<false, true>)
+                  : (lo ? mma_prep_norm_kernel<true, false> : mma_prep_norm_kernel<false, false>);
+        if ((st = launch(c, "mma_prep", prep, dim3((unsigned)((M + 3) / 4)), dim3(128), 0, x, M, K, nw, eps, hi, lo16,
+                         inv)))
+            return st;
     } else {
-        /* no norm: one thread per 8 elements (H200, prefill 512 of the
-         * Qwen3-8B shape: the down's prep of 512 x 12288 took 32.6 us one
-         * warp a row) */
-        void (*flat)(const float *, int, int, uint16_t *, uint16_t *) =
-            wgmma ? (lo ? mma_prep_flat_kernel<true, true> : mma_prep_flat_kernel<false, true>)
-                  : (lo ? mma_prep_flat_kernel<true, false> : mma_prep_flat_kernel<false, false>);
+        /* one thread per 8 elements (one warp a row, as the norm's prep, left
+         * most of the GPU idle: docs/BENCHMARKS.md) */
+        void (*prep)(const float *, int, int, uint16_t *, uint16_t *) =
+            wgmma ? (lo ? mma_prep_kernel<true, true> : mma_prep_kernel<false, true>)
+                  : (lo ? mma_prep_kernel<true, false> : mma_prep_kernel<false, false>);
         long n8 = (long)M * (K / 8);
-        if ((st = launch(c, "mma_prep", flat, dim3((unsigned)((n8 + 255) / 256)), dim3(256), 0, x, M, K, hi, lo16)))
+        if ((st = launch(c, "mma_prep", prep, dim3((unsigned)((n8 + 255) / 256)), dim3(256), 0, x, M, K, hi, lo16)))
             return st;
     }
     /* the warpgroup GEMM takes the gate and up together, silu(g) * u in its epilogue */
