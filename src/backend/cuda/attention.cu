@@ -6,7 +6,7 @@
  * head: it stages the split's keys and values in shared memory with
  * coalesced 16-byte loads, then forms the heads' scores, softmax (m, l) and
  * o = sum p v on the tensor cores by attention.cuh's split arithmetic (the
- * heads are rows 0 .. G-1 of the 16; every warp forms the scores, each
+ * heads are rows 0 .. G-1 of the 16; warp w forms key tile w's scores, each
  * takes a quarter of the output tiles). The last block of a (query, kv
  * head) to finish (an atomic count) folds the splits in split order
  * (attn_fold). Nothing depends on other queries, other rows or the launch
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     int nk = vis - j0 < S ? vis - j0 : S;
     int G = n_heads / n_kv_heads, tid = threadIdx.x, lane = tid & 31;
     constexpr int KS = att_qk_stride(hd), VS = hd + 4;
-    __shared__ float mx[ATT_MAX_GROUP];
+    __shared__ float mx[ATT_MAX_GROUP], scs[ATT_MAX_GROUP][S];
     float *qs = smem, *ks = qs + G * KS, *vs = ks + S * KS;
     /* A split lies inside one KV block (block_tokens is a multiple of S). */
     const float *K = kv_at(r.k, r, kvh, j0, hd), *Vp = kv_at(r.v, r, kvh, j0, hd);
@@ -114,13 +114,16 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
     long gstride = (long)max_splits * (hd + 2);
     {
-        /* Rows g < G are the heads; every warp forms the same scores and
-         * weights, warp w the output tiles w, w + 4, ... */
+        /* Rows g < G are the heads; every warp takes the split's scores
+         * and weights, warp w the output tiles w, w + 4, ... */
         int g = lane >> 2, tq = lane & 3, w = tid >> 5;
         const float *q0 = qs + (g < G ? g : 0) * KS;
-        float acc[4][4];
-        att_scores<hd>(
-            acc,
+        /* warp w forms key tile w's scores (rows g < G: the heads; the
+         * rows past them are zeros and see no key) and every warp takes
+         * all four from shared memory */
+        float acc[4][4], mine[4];
+        att_scores_tile<hd>(
+            mine, w,
             [&](int D, uint32_t(&ah)[2][4], uint32_t(&al)[2][4]) {
                 float4 a0 = g < G ? *reinterpret_cast<const float4 *>(q0 + 16 * D + 4 * tq)
                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -133,6 +136,17 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
                 att_split(k4.z, kh.z, kl.z);
                 att_split(k4.w, kh.w, kl.w);
             });
+        if (g < G) {
+            scs[g][8 * w + 2 * tq] = mine[0];
+            scs[g][8 * w + 2 * tq + 1] = mine[1];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            acc[n][0] = g < G ? scs[g][8 * n + 2 * tq] : 0.0f;
+            acc[n][1] = g < G ? scs[g][8 * n + 2 * tq + 1] : 0.0f;
+            acc[n][2] = acc[n][3] = 0.0f;
+        }
         float m[2], l[2];
         att_softmax(acc, scale, g < G ? nk : 0, 0, m, l);
         if (w == 0 && tq == 0 && g < G) {
