@@ -286,8 +286,20 @@ void ops_attention(void)
      * (attn_fold: cap / (4 G) splits a chunk, 552 at G = 4 and 276 at G = 8
      * for head_dim 128), so that its running max carries across chunks. */
     static const row_shape past_chunk4[] = {{18000, 3}}, past_chunk8[] = {{9000, 2}};
-    attention_case(32, 8, 128, past_chunk4, 1, 0);
-    attention_case(32, 4, 128, past_chunk8, 1, 1);
+    /* Both places of the decode attention's fold (the bits must not
+     * change: each case checks the per-query kernel against the tiled one
+     * bit for bit); the default loop below takes the separate launch past
+     * 128 splits. */
+    for (int apart = 0; apart < 2; apart++) {
+        int was = tern_cuda_set_fold_splits(ops_cuda, apart);
+        printf("(decode attention's fold: %s)\n", apart ? "a launch of its own" : "the split kernel's last block");
+        attention_case(32, 8, 128, past_chunk4, 1, 0);
+        attention_case(32, 4, 128, past_chunk8, 1, 1);
+        attention_case(32, 8, 128, mixed, 5, 0);
+        attention_case(16, 2, 256, mixed, 3, 1);
+        attention_case(4, 2, 16, mixed, 5, 0);
+        tern_cuda_set_fold_splits(ops_cuda, was);
+    }
     for (int paged = 0; paged < 2; paged++) {
         attention_case(32, 8, 128, mixed, 5, paged);
         attention_case(8, 2, 64, mixed, 5, paged);

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
                                                                  const float *__restrict__ q, long ldq,
                                                                  float *__restrict__ part, unsigned *counters,
                                                                  float *__restrict__ out, int trig,
-                                                                 tern_cuda_attn_prologue pro, int fuse)
+                                                                 tern_cuda_attn_prologue pro, int fuse,
+                                                                 int fold)
 {
     extern __shared__ float smem[];
     __shared__ int is_last;
@@ -170,7 +171,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         }
     }
     /* The last split block of this (query, kv head) folds all splits
-     * (attn_fold). */
+     * (attn_fold), unless a separate launch folds them (fold 0). */
+    if (!fold) return;
     int ns = (vis + S - 1) / S;
     __threadfence();
     __syncthreads();
@@ -186,6 +188,25 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     /* The fold's scratch: the weights in the key and value buffers (this
      * split is done with them). */
     attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
+}
+
+/* The fold of calls with many splits, one block per (query, head): the
+ * same steps in the same order as the split kernel's last block (attn_fold
+ * with one head), each thread one or two outputs with 16 splits' values
+ * read ahead of their steps, and four times the blocks. */
+template <int hd>
+__global__ void __launch_bounds__(ATT_THREADS) attn_fold_kernel(const tern_cuda_attn_row *__restrict__ rows,
+                                                                const int *__restrict__ tok_row, int max_splits,
+                                                                int n_heads, const float *__restrict__ part,
+                                                                float *__restrict__ out)
+{
+    enum { CAP = 4096 };
+    __shared__ float mrun[1], ab[CAP];
+    wait_prior_grid();
+    int t = blockIdx.x, h = blockIdx.y;
+    tern_cuda_attn_row r = rows[tok_row[t]];
+    int ns = (query_pos(r, t) + 1 + S - 1) / S;
+    attn_fold<hd, 1, 16>(part, t, h, 1, n_heads, max_splits, ns, mrun, ab, CAP, out);
 }
 
 static int splits_for(int max_len) { return (max_len + S - 1) / S; }
@@ -218,7 +239,7 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     int ns = splits_for(max_len);
     size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
     void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,
-                 unsigned *, float *, int, tern_cuda_attn_prologue, int) = head_dim == 16    ? attn_split_kernel<16>
+                 unsigned *, float *, int, tern_cuda_attn_prologue, int, int) = head_dim == 16 ? attn_split_kernel<16>
                                         : head_dim == 32  ? attn_split_kernel<32>
                                         : head_dim == 64  ? attn_split_kernel<64>
                                         : head_dim == 128 ? attn_split_kernel<128>
@@ -232,9 +253,22 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
                  "attention shared memory");
         smem_set[ki] = smem;
     }
-    return launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows, d_tok_row, ns,
-                  n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out, (c->trigger & 4) != 0,
-                  pro ? *pro : none, pro != NULL);
+    /* Past c->fold_splits splits (TERN_CUDA_FOLD_SPLITS) a separate launch
+     * folds them, with four times the blocks of the split kernel's last
+     * ones (the same bits). */
+    bool apart = c->fold_splits > 0 && ns > c->fold_splits;
+    tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
+                            d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
+                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
+    if (st || !apart) return st;
+    void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
+        head_dim == 16    ? attn_fold_kernel<16>
+        : head_dim == 32  ? attn_fold_kernel<32>
+        : head_dim == 64  ? attn_fold_kernel<64>
+        : head_dim == 128 ? attn_fold_kernel<128>
+                          : attn_fold_kernel<256>;
+    return launch(c, "attention_fold", fold, dim3(total_q, n_heads), dim3(ATT_THREADS), 0, d_rows, d_tok_row, ns,
+                  n_heads, (const float *)d_part, d_out);
 }
 
 __global__ void kv_write_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row,

@@ -207,15 +207,17 @@ __device__ __forceinline__ float attn_fold_step(float acc, float a, float b, flo
     return fmaf(b, v, __fmul_rn(acc, a));
 }
 
-/* Folds the ns splits of (query t, kv head kvh) into out by attn_fold_step.
- * part holds per (query, head, split) o[hd], m, l. mrun: G floats of shared
- * memory; ab: cap floats of shared memory (cap >= 4 G) for the splits' m
- * and l and the steps' a and b, formed once per (head, split) in chunks of
- * cap / (4 G) splits: the
- * running max M' of split s is the max of m_0 .. m_s (exact in any order: a
- * warp's scan). Called by the whole block (contains __syncthreads), after a
- * __threadfence that orders the other blocks' partials. */
-template <int hd>
+/* Folds the ns splits of the G heads kvh G .. kvh G + G - 1 of query t
+ * into out by attn_fold_step (G <= GMAX; FU: splits whose values a thread
+ * reads ahead of their steps). part holds per (query, head, split) o[hd],
+ * m, l. mrun: G floats of shared memory; ab: cap floats of shared memory
+ * (cap >= 4 G) for the splits' m and l and the steps' a and b, formed once
+ * per (head, split) in chunks of cap / (4 G) splits: the running max M' of
+ * split s is the max of m_0 .. m_s (exact in any order: a warp's scan), so
+ * the bits do not depend on G, GMAX, FU or the chunks. Called by the whole
+ * block (contains __syncthreads), after a __threadfence that orders the
+ * other blocks' partials. */
+template <int hd, int GMAX = ATT_MAX_GROUP, int FU = 4>
 __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t, int kvh, int G, int n_heads,
                                           int max_splits, int ns, float *mrun, float *ab, int cap,
                                           float *__restrict__ out)
@@ -224,9 +226,9 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
     long gstride = (long)max_splits * (hd + 2);
     const float *p0 = part + ((long)t * n_heads + kvh * G) * gstride;
     for (int g = tid; g < G; g += ATT_THREADS) mrun[g] = -INFINITY;
-    /* Thread i keeps outputs i, i + ATT_THREADS, ... (at most ATT_MAX_GROUP
-     * * ATT_MAX_HD / ATT_THREADS of them) across the chunks. */
-    constexpr int PER = ATT_MAX_GROUP * hd / ATT_THREADS > 0 ? ATT_MAX_GROUP * hd / ATT_THREADS : 1;
+    /* Thread i keeps outputs i, i + ATT_THREADS, ... (at most GMAX hd /
+     * ATT_THREADS of them) across the chunks. */
+    constexpr int PER = GMAX * hd / ATT_THREADS > 0 ? GMAX * hd / ATT_THREADS : 1;
     float l[PER], o[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) l[k] = o[k] = 0.0f;
@@ -269,7 +271,6 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
         /* FU splits at a time: all of the thread's outputs' values read
          * first (their loads in flight together), then each output's steps
          * in split order */
-        constexpr int FU = 4;
         for (int u0 = 0; u0 < n; u0 += FU) {
             float v[PER][FU];
 #pragma unroll

@@ -59,6 +59,12 @@ int tern_cuda_set_wgmma(tern_cuda *c, int mode);
  * a multiprocessor (the same bits); TERN_CUDA_SKX sets it at open. Returns
  * the previous mode. */
 int tern_cuda_set_sk_x(tern_cuda *c, int mode);
+/* The decode attention's fold: for calls of more than n splits (n > 0) a
+ * launch of its own, one block per (query, head); else (and for n = 0) the
+ * split kernel's last block per (query, kv head) (the same bits);
+ * TERN_CUDA_FOLD_SPLITS sets it at open (default 128). Returns the previous
+ * value. */
+int tern_cuda_set_fold_splits(tern_cuda *c, int n);
 
 
 /* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */
