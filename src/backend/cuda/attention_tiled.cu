@@ -4,7 +4,7 @@
  *
  * A block computes one (tile, kv head): the tile is QH / G consecutive
  * queries of the call (cut where the row changes, each piece staging its
- * row's keys), up to QH = at_qh(hd) (query, head) pairs, 16 per warp as the
+ * row's keys), up to QH (at_qh) (query, head) pairs, 16 per warp as the
  * rows of attention.cuh's split arithmetic. For each split in order it
  * forms the scores, softmax (m, l) and o = sum p v, the same bits as the
  * per-query kernel's, and folds them into the rows' sums by the step the
@@ -17,32 +17,33 @@
 enum { S = ATT_S, AT_VS = S + 4 };
 
 /* (query, head) pairs of a block: 128 (eight warps, one block a
- * multiprocessor by shared memory), 16 for head_dim 256 (the most that
- * fits). */
-__host__ __device__ constexpr int at_qh(int hd) { return hd <= 128 ? 128 : 16; }
+ * multiprocessor by shared memory) or, with TERN_CUDA_ATTN_QH=64, 64 (four
+ * warps, twice the blocks: the causal tiles' uneven lengths spread over
+ * more of them); 16 for head_dim 256 (the most that fits). */
+__host__ __device__ constexpr int at_qh(int hd, int want) { return hd <= 128 ? want : 16; }
 
 /* Shared memory: q [QH][QKS] float32; the split's keys hi / lo [S][QKS]
  * (tf32 words); its values hi / lo transposed, [hd][AT_VS], key 8n + 2t + e
  * at column 8t + 2n + e, so that a lane's eight words of a dimension are two
  * 16-byte reads (rows 36 words apart: distinct banks); the next split's keys
  * and values as read, [S][hd] each (copied while this split computes). */
-static size_t at_smem(int hd)
+static size_t at_smem(int hd, int qh)
 {
-    return sizeof(float) * ((size_t)at_qh(hd) * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
+    return sizeof(float) * ((size_t)qh * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
                             2 * (size_t)hd * AT_VS + 2 * (size_t)S * hd);
 }
 
 /* Column of key j in the transposed values. */
 __device__ __forceinline__ int at_vcol(int j) { return 8 * ((j & 7) >> 1) + 2 * (j >> 3) + (j & 1); }
 
-template <int hd>
-__global__ void __launch_bounds__(2 * at_qh(hd), 1)
+template <int hd, int QH>
+__global__ void __launch_bounds__(2 * QH, 1)
     attn_tiled_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row, int total_q,
                       int n_heads, int n_kv_heads, float scale, const float *__restrict__ q, long ldq,
                       float *__restrict__ out)
 {
     extern __shared__ float smem[];
-    constexpr int KS = att_qk_stride(hd), NT = hd / 8, QH = at_qh(hd), NTH = 2 * QH;
+    constexpr int KS = att_qk_stride(hd), NT = hd / 8, NTH = 2 * QH;
     float *qs = smem;
     uint32_t *kh = reinterpret_cast<uint32_t *>(qs + QH * KS), *kl = kh + S * KS, *vh = kl + S * KS,
              *vl = vh + hd * AT_VS;
@@ -179,18 +180,31 @@ __global__ void __launch_bounds__(2 * at_qh(hd), 1)
     }
 }
 
+template <int hd, int QH>
+static tern_status tiled_launch_qh(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
+                                   int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq, float *d_out)
+{
+    auto kern = attn_tiled_kernel<hd, QH>;
+    static int ready;
+    size_t smem = at_smem(hd, QH);
+    tern_status ss = smem_limit_once((const void *)kern, smem, &ready, "attention shared memory");
+    if (ss) return ss;
+    int QT = QH / (n_heads / n_kv_heads);
+    return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(2 * QH), smem, d_rows,
+                  d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+}
+
 template <int hd>
 static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
                                 int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq, float *d_out)
 {
-    auto kern = attn_tiled_kernel<hd>;
-    static int ready;
-    size_t smem = at_smem(hd);
-    tern_status ss = smem_limit_once((const void *)kern, smem, &ready, "attention shared memory");
-    if (ss) return ss;
-    int QT = at_qh(hd) / (n_heads / n_kv_heads);
-    return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(2 * at_qh(hd)), smem,
-                  d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+    if constexpr (at_qh(hd, 128) == 16) {
+        return tiled_launch_qh<hd, 16>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+    } else {
+        if (c->attn_qh == 64)
+            return tiled_launch_qh<hd, 64>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+        return tiled_launch_qh<hd, 128>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+    }
 }
 
 extern "C" tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
