@@ -289,7 +289,7 @@ void ops_attention(void)
     /* Both places of the decode attention's fold (the bits must not
      * change: each case checks the per-query kernel against the tiled one
      * bit for bit); the default loop below takes the separate launch past
-     * 128 splits. */
+     * 32 splits. */
     for (int apart = 0; apart < 2; apart++) {
         int was = tern_cuda_set_fold_splits(ops_cuda, apart);
         printf("(decode attention's fold: %s)\n", apart ? "a launch of its own" : "the split kernel's last block");
@@ -301,10 +301,10 @@ void ops_attention(void)
         tern_cuda_set_fold_splits(ops_cuda, was);
     }
     {
-        /* the tiled kernel at 64 pairs a block (checked against the
+        /* the tiled kernel at 128 pairs a block (checked against the
          * per-query kernel bit for bit in each case) */
-        int was = tern_cuda_set_attn_qh(ops_cuda, 64);
-        printf("(tiled attention: 64 pairs a block)\n");
+        int was = tern_cuda_set_attn_qh(ops_cuda, 128);
+        printf("(tiled attention: 128 pairs a block)\n");
         attention_case(32, 8, 128, prefill, 1, 0);
         attention_case(32, 8, 128, mixed, 5, 1);
         attention_case(4, 2, 16, mixed, 5, 0);

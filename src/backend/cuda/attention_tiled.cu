@@ -16,21 +16,24 @@
 
 enum { S = ATT_S, AT_VS = S + 4 };
 
-/* (query, head) pairs of a block: 128 (eight warps, one block a
- * multiprocessor by shared memory) or, with TERN_CUDA_ATTN_QH=64, 64 (four
- * warps, twice the blocks: the causal tiles' uneven lengths spread over
- * more of them); 16 for head_dim 256 (the most that fits). */
+/* (query, head) pairs of a block: 64 (four warps; the default) or, with
+ * TERN_CUDA_ATTN_QH=128, 128 (eight warps, half the blocks: the causal
+ * tiles' uneven lengths spread over fewer of them); one block a
+ * multiprocessor by shared memory either way; 16 for head_dim 256 (the
+ * most that fits). */
 __host__ __device__ constexpr int at_qh(int hd, int want) { return hd <= 128 ? want : 16; }
 
 /* Shared memory: q [QH][QKS] float32; the split's keys hi / lo [S][QKS]
  * (tf32 words); its values hi / lo transposed, [hd][AT_VS], key 8n + 2t + e
  * at column 8t + 2n + e, so that a lane's eight words of a dimension are two
  * 16-byte reads (rows 36 words apart: distinct banks); the next split's keys
- * and values as read, [S][hd] each (copied while this split computes). */
+ * and values as read, keys [S][hd], values [S][hd + 4] (copied while this
+ * split computes; a warp turns 32 keys' values at one dimension into split
+ * words, reads and stores on distinct banks). */
 static size_t at_smem(int hd, int qh)
 {
     return sizeof(float) * ((size_t)qh * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
-                            2 * (size_t)hd * AT_VS + 2 * (size_t)S * hd);
+                            2 * (size_t)hd * AT_VS + (size_t)S * hd + (size_t)S * (hd + 4));
 }
 
 /* Column of key j in the transposed values. */
@@ -66,7 +69,7 @@ __global__ void __launch_bounds__(2 * QH, 1)
             for (int i = tid; i < S * hd / 4; i += NTH) {
                 bool in = i / (hd / 4) < nk;
                 cp16(rk + 4 * i, reinterpret_cast<const float4 *>(K) + (in ? i : 0), in);
-                cp16(rv + 4 * i, reinterpret_cast<const float4 *>(V) + (in ? i : 0), in);
+                cp16(rv + 4 * i + 4 * (i / (hd / 4)), reinterpret_cast<const float4 *>(V) + (in ? i : 0), in);
             }
             cp_commit();
         };
@@ -114,8 +117,9 @@ __global__ void __launch_bounds__(2 * QH, 1)
             __syncthreads();
 #pragma unroll 4
             for (int i = tid; i < S * hd / 4; i += NTH) {
+                /* keys: a warp's lanes at consecutive dimensions of a key */
                 int j = i / (hd / 4), d = 4 * (i % (hd / 4));
-                float4 k4 = reinterpret_cast<const float4 *>(rk)[i], v4 = reinterpret_cast<const float4 *>(rv)[i];
+                float4 k4 = reinterpret_cast<const float4 *>(rk)[i];
                 uint4 h, l;
                 att_split(k4.x, h.x, l.x);
                 att_split(k4.y, h.y, l.y);
@@ -123,10 +127,13 @@ __global__ void __launch_bounds__(2 * QH, 1)
                 att_split(k4.w, h.w, l.w);
                 *reinterpret_cast<uint4 *>(kh + j * KS + d) = h;
                 *reinterpret_cast<uint4 *>(kl + j * KS + d) = l;
-                int c = at_vcol(j);
+                /* values: a warp's lanes at the 32 keys of four dimensions
+                 * (rows hd + 4 apart, columns a permutation of 0 .. 31) */
+                int jv = i % S, dv = 4 * (i / S), c = at_vcol(jv);
+                float4 v4 = *reinterpret_cast<const float4 *>(rv + jv * (hd + 4) + dv);
                 const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
 #pragma unroll
-                for (int e = 0; e < 4; e++) att_split(vv[e], vh[(d + e) * AT_VS + c], vl[(d + e) * AT_VS + c]);
+                for (int e = 0; e < 4; e++) att_split(vv[e], vh[(dv + e) * AT_VS + c], vl[(dv + e) * AT_VS + c]);
             }
             __syncthreads();
             if (sp + 1 < ns) fetch(sp + 1);
@@ -201,9 +208,9 @@ static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
     if constexpr (at_qh(hd, 128) == 16) {
         return tiled_launch_qh<hd, 16>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
     } else {
-        if (c->attn_qh == 64)
-            return tiled_launch_qh<hd, 64>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
-        return tiled_launch_qh<hd, 128>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+        if (c->attn_qh == 128)
+            return tiled_launch_qh<hd, 128>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
+        return tiled_launch_qh<hd, 64>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
     }
 }
 

@@ -62,11 +62,11 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
 /* The decode attention's fold: for calls of more than n splits (n > 0) a
  * launch of its own, one block per (query, head); else (and for n = 0) the
  * split kernel's last block per (query, kv head) (the same bits);
- * TERN_CUDA_FOLD_SPLITS sets it at open (default 128). Returns the previous
+ * TERN_CUDA_FOLD_SPLITS sets it at open (default 32). Returns the previous
  * value. */
 int tern_cuda_set_fold_splits(tern_cuda *c, int n);
 /* The tiled attention's (query, head) pairs a block for head_dim up to 128:
- * 128 (the default) or 64 (the same bits); TERN_CUDA_ATTN_QH sets it at
+ * 64 (the default) or 128 (the same bits); TERN_CUDA_ATTN_QH sets it at
  * open. Returns the previous value. */
 int tern_cuda_set_attn_qh(tern_cuda *c, int qh);
 

@@ -55,9 +55,9 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * token (2 blocks: 4.95, 4 blocks: 5.70). */
     c->sk_x = skx ? atoi(skx) : 3;
     const char *aq = getenv("TERN_CUDA_ATTN_QH");
-    c->attn_qh = aq && atoi(aq) == 64 ? 64 : 128;
+    c->attn_qh = aq && atoi(aq) == 128 ? 128 : 64;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
-    c->fold_splits = fs ? atoi(fs) : 128;
+    c->fold_splits = fs ? atoi(fs) : 32;
     const char *wg = getenv("TERN_CUDA_WGMMA");
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
@@ -96,7 +96,7 @@ extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
 extern "C" int tern_cuda_set_attn_qh(tern_cuda *c, int qh)
 {
     int was = c->attn_qh;
-    c->attn_qh = qh == 64 ? 64 : 128;
+    c->attn_qh = qh == 128 ? 128 : 64;
     return was;
 }
 
