@@ -300,16 +300,6 @@ void ops_attention(void)
         attention_case(4, 2, 16, mixed, 5, 0);
         tern_cuda_set_fold_splits(ops_cuda, was);
     }
-    {
-        /* the tiled kernel at 128 pairs a block (checked against the
-         * per-query kernel bit for bit in each case) */
-        int was = tern_cuda_set_attn_qh(ops_cuda, 128);
-        printf("(tiled attention: 128 pairs a block)\n");
-        attention_case(32, 8, 128, prefill, 1, 0);
-        attention_case(32, 8, 128, mixed, 5, 1);
-        attention_case(4, 2, 16, mixed, 5, 0);
-        tern_cuda_set_attn_qh(ops_cuda, was);
-    }
     for (int paged = 0; paged < 2; paged++) {
         attention_case(32, 8, 128, mixed, 5, paged);
         attention_case(8, 2, 64, mixed, 5, paged);

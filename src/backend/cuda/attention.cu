@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         /* warp w forms key tile w's scores (rows g < G: the heads; the
          * rows past them are zeros and see no key) and every warp takes
          * all four from shared memory */
-        float acc[4][4], mine[4];
-        att_scores_tile<hd>(
+        float acc[4][4], mine[1][4];
+        att_scores_tiles<hd, 1>(
             mine, w,
             [&](int D, uint32_t(&ah)[2][4], uint32_t(&al)[2][4]) {
                 float4 a0 = g < G ? *reinterpret_cast<const float4 *>(q0 + 16 * D + 4 * tq)
@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
                 att_split(k4.w, kh.w, kl.w);
             });
         if (g < G) {
-            scs[g][8 * w + 2 * tq] = mine[0];
-            scs[g][8 * w + 2 * tq + 1] = mine[1];
+            scs[g][8 * w + 2 * tq] = mine[0][0];
+            scs[g][8 * w + 2 * tq + 1] = mine[0][1];
         }
         __syncthreads();
 #pragma unroll

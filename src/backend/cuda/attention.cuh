@@ -116,20 +116,25 @@ __device__ __forceinline__ void att_scores(float acc[4][4], QF qf, KF kf)
     }
 }
 
-/* Key tile n's raw scores alone (att_scores' acc[n]: the same products
- * in the same order), for kernels that share a split's tiles among warps. */
-template <int hd, class QF, class KF>
-__device__ __forceinline__ void att_scores_tile(float acc[4], int n, QF qf, KF kf)
+/* Key tiles n0 .. n0 + NN - 1's raw scores alone (att_scores' acc[n0 ..]:
+ * the same products in the same order), for kernels that share a split's
+ * tiles among warps. */
+template <int hd, int NN, class QF, class KF>
+__device__ __forceinline__ void att_scores_tiles(float acc[NN][4], int n0, QF qf, KF kf)
 {
-    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NN; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 #pragma unroll 2
     for (int D = 0; D < hd / 16; D++) {
         uint32_t ah[2][4], al[2][4];
         qf(D, ah, al);
-        uint4 kh, kl;
-        kf(n, D, kh, kl);
-        att_mma3(acc, ah[0], al[0], kh.x, kh.y, kl.x, kl.y);
-        att_mma3(acc, ah[1], al[1], kh.z, kh.w, kl.z, kl.w);
+#pragma unroll
+        for (int i = 0; i < NN; i++) {
+            uint4 kh, kl;
+            kf(n0 + i, D, kh, kl);
+            att_mma3(acc[i], ah[0], al[0], kh.x, kh.y, kl.x, kl.y);
+            att_mma3(acc[i], ah[1], al[1], kh.z, kh.w, kl.z, kl.w);
+        }
     }
 }
 

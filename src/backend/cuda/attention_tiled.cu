@@ -4,24 +4,24 @@
  *
  * A block computes one (tile, kv head): the tile is QH / G consecutive
  * queries of the call (cut where the row changes, each piece staging its
- * row's keys), up to QH (at_qh) (query, head) pairs, 16 per warp as the
- * rows of attention.cuh's split arithmetic. For each split in order it
- * forms the scores, softmax (m, l) and o = sum p v, the same bits as the
- * per-query kernel's, and folds them into the rows' sums by the step the
+ * row's keys), up to QH (at_qh) (query, head) pairs, 16 per row group as
+ * the rows of attention.cuh's split arithmetic, two warps a row group. For
+ * each split in order a row group's warps form two key tiles' scores each
+ * and share them through shared memory, both take the softmax (m, l) of
+ * all four, and each forms half of o = sum p v: the same bits as the
+ * per-query kernel's. They fold them into the rows' sums by the step the
  * per-query kernel's fold takes over its records (attn_fold_step, from the
  * running max). So a query's bits are those of attention.cu (ops_test
  * checks it), whatever the tile and the launch, and no split record leaves
  * the block. */
 #include "backend/cuda/attention.cuh"
 
-enum { S = ATT_S, AT_VS = S + 4 };
+enum { S = ATT_S, AT_VS = S + 4, AT_SS = S + 8 };
 
-/* (query, head) pairs of a block: 64 (four warps; the default) or, with
- * TERN_CUDA_ATTN_QH=128, 128 (eight warps, half the blocks: the causal
- * tiles' uneven lengths spread over fewer of them); one block a
- * multiprocessor by shared memory either way; 16 for head_dim 256 (the
- * most that fits). */
-__host__ __device__ constexpr int at_qh(int hd, int want) { return hd <= 128 ? want : 16; }
+/* (query, head) pairs of a block: 64 (eight warps, one block a
+ * multiprocessor by shared memory), 16 for head_dim 256 (the most that
+ * fits). */
+__host__ __device__ constexpr int at_qh(int hd) { return hd <= 128 ? 64 : 16; }
 
 /* Shared memory: q [QH][QKS] float32; the split's keys hi / lo [S][QKS]
  * (tf32 words); its values hi / lo transposed, [hd][AT_VS], key 8n + 2t + e
@@ -29,30 +29,33 @@ __host__ __device__ constexpr int at_qh(int hd, int want) { return hd <= 128 ? w
  * 16-byte reads (rows 36 words apart: distinct banks); the next split's keys
  * and values as read, keys [S][hd], values [S][hd + 4] (copied while this
  * split computes; a warp turns 32 keys' values at one dimension into split
- * words, reads and stores on distinct banks). */
+ * words, reads and stores on distinct banks); the split's raw scores
+ * [QH][AT_SS] (a half warp's 8-byte stores and loads on distinct banks). */
 static size_t at_smem(int hd, int qh)
 {
     return sizeof(float) * ((size_t)qh * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
-                            2 * (size_t)hd * AT_VS + (size_t)S * hd + (size_t)S * (hd + 4));
+                            2 * (size_t)hd * AT_VS + (size_t)S * hd + (size_t)S * (hd + 4) + (size_t)qh * AT_SS);
 }
 
 /* Column of key j in the transposed values. */
 __device__ __forceinline__ int at_vcol(int j) { return 8 * ((j & 7) >> 1) + 2 * (j >> 3) + (j & 1); }
 
 template <int hd, int QH>
-__global__ void __launch_bounds__(2 * QH, 1)
+__global__ void __launch_bounds__(4 * QH, 1)
     attn_tiled_kernel(const tern_cuda_attn_row *__restrict__ rows, const int *__restrict__ tok_row, int total_q,
                       int n_heads, int n_kv_heads, float scale, const float *__restrict__ q, long ldq,
                       float *__restrict__ out)
 {
     extern __shared__ float smem[];
-    constexpr int KS = att_qk_stride(hd), NT = hd / 8, NTH = 2 * QH;
+    constexpr int KS = att_qk_stride(hd), NT = hd / 8, NH = NT / 2, NTH = 4 * QH;
     float *qs = smem;
     uint32_t *kh = reinterpret_cast<uint32_t *>(qs + QH * KS), *kl = kh + S * KS, *vh = kl + S * KS,
              *vl = vh + hd * AT_VS;
-    float *rk = reinterpret_cast<float *>(vl + hd * AT_VS), *rv = rk + S * hd;
+    float *rk = reinterpret_cast<float *>(vl + hd * AT_VS), *rv = rk + S * hd, *scs = rv + S * (hd + 4);
     int kvh = blockIdx.y, G = n_heads / n_kv_heads, QT = QH / G;
-    int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tq = lane & 3;
+    /* warps 2 rg and 2 rg + 1 take row group rg; half hf: key tiles 2 hf,
+     * 2 hf + 1 and output tiles hf NH .. hf NH + NH - 1 */
+    int tid = threadIdx.x, lane = tid & 31, rg = tid >> 6, hf = (tid >> 5) & 1, g = lane >> 2, tq = lane & 3;
     /* the tiles in reverse: the longest (last) queries start first */
     int ta = (gridDim.z - 1 - blockIdx.z) * QT, tb = ta + QT < total_q ? ta + QT : total_q;
     wait_prior_grid();
@@ -89,10 +92,11 @@ __global__ void __launch_bounds__(2 * QH, 1)
         int pos[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            int p = 16 * w + g + 8 * h;
+            int p = 16 * rg + g + 8 * h;
             pos[h] = p < nqh ? query_pos(r, t0 + p / G) : -1;
         }
-        const float *q0 = qs + (16 * w + g) * KS, *q1 = q0 + 8 * KS;
+        const float *q0 = qs + (16 * rg + g) * KS, *q1 = q0 + 8 * KS;
+        float *sc0 = scs + (16 * rg + g) * AT_SS + 2 * tq, *sc1 = sc0 + 8 * AT_SS;
         auto qf = [&](int D, uint32_t(&ah)[2][4], uint32_t(&al)[2][4]) {
             att_qfrag(*reinterpret_cast<const float4 *>(q0 + 16 * D + 4 * tq),
                       *reinterpret_cast<const float4 *>(q1 + 16 * D + 4 * tq), ah, al);
@@ -107,9 +111,9 @@ __global__ void __launch_bounds__(2 * QH, 1)
             return v <= 0 ? 0 : v < S ? v : S;
         };
         /* Each split's (m, l, o), folded in split order (attn_fold_step). */
-        float Mrun[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f}, osum[NT][4];
+        float Mrun[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f}, osum[NH][4];
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) osum[nt][0] = osum[nt][1] = osum[nt][2] = osum[nt][3] = 0.0f;
+        for (int nt = 0; nt < NH; nt++) osum[nt][0] = osum[nt][1] = osum[nt][2] = osum[nt][3] = 0.0f;
         for (int sp = 0; sp < ns; sp++) {
             /* split sp as split words (every warp done with sp - 1's), then
              * sp + 1's copies while sp computes */
@@ -137,8 +141,24 @@ __global__ void __launch_bounds__(2 * QH, 1)
             }
             __syncthreads();
             if (sp + 1 < ns) fetch(sp + 1);
-            float acc[4][4], m[2], l[2], b[2];
-            att_scores<hd>(acc, qf, kf);
+            /* this warp's two key tiles, then the row group's four */
+            float acc[4][4], m[2], l[2], b[2], mine[2][4];
+            att_scores_tiles<hd, 2>(mine, 2 * hf, qf, kf);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                *reinterpret_cast<float2 *>(sc0 + 8 * (2 * hf + i)) = make_float2(mine[i][0], mine[i][1]);
+                *reinterpret_cast<float2 *>(sc1 + 8 * (2 * hf + i)) = make_float2(mine[i][2], mine[i][3]);
+            }
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + rg) : "memory");
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+                float2 a0 = *reinterpret_cast<const float2 *>(sc0 + 8 * n),
+                       a1 = *reinterpret_cast<const float2 *>(sc1 + 8 * n);
+                acc[n][0] = a0.x;
+                acc[n][1] = a0.y;
+                acc[n][2] = a1.x;
+                acc[n][3] = a1.y;
+            }
             int nk0 = nk_of(0, sp), nk1 = nk_of(1, sp);
             att_softmax(acc, scale, nk0, nk1, m, l);
             float a[2];
@@ -155,10 +175,10 @@ __global__ void __launch_bounds__(2 * QH, 1)
             uint32_t ph[4][4], pl[4][4];
             att_pfrag(acc, ph, pl);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
+            for (int nt = 0; nt < NH; nt++) {
                 float o[4];
                 att_pv(o, ph, pl, [&](int n, uint2 &h2, uint2 &l2) {
-                    int o2 = (8 * nt + g) * AT_VS + 8 * tq + 2 * n;
+                    int o2 = (8 * (hf * NH + nt) + g) * AT_VS + 8 * tq + 2 * n;
                     h2 = *reinterpret_cast<const uint2 *>(vh + o2);
                     l2 = *reinterpret_cast<const uint2 *>(vl + o2);
                 });
@@ -174,11 +194,11 @@ __global__ void __launch_bounds__(2 * QH, 1)
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            int p = 16 * w + g + 8 * h;
+            int p = 16 * rg + g + 8 * h;
             if (pos[h] < 0) continue;
-            float *op = out + ((long)(t0 + p / G) * n_heads + kvh * G + p % G) * hd + 2 * tq;
+            float *op = out + ((long)(t0 + p / G) * n_heads + kvh * G + p % G) * hd + 8 * hf * NH + 2 * tq;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
+            for (int nt = 0; nt < NH; nt++) {
                 op[8 * nt] = osum[nt][2 * h] / lsum[h];
                 op[8 * nt + 1] = osum[nt][2 * h + 1] / lsum[h];
             }
@@ -197,7 +217,7 @@ static tern_status tiled_launch_qh(tern_cuda *c, const tern_cuda_attn_row *d_row
     tern_status ss = smem_limit_once((const void *)kern, smem, &ready, "attention shared memory");
     if (ss) return ss;
     int QT = QH / (n_heads / n_kv_heads);
-    return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(2 * QH), smem, d_rows,
+    return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(4 * QH), smem, d_rows,
                   d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
 }
 
@@ -205,13 +225,7 @@ template <int hd>
 static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
                                 int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq, float *d_out)
 {
-    if constexpr (at_qh(hd, 128) == 16) {
-        return tiled_launch_qh<hd, 16>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
-    } else {
-        if (c->attn_qh == 128)
-            return tiled_launch_qh<hd, 128>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
-        return tiled_launch_qh<hd, 64>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
-    }
+    return tiled_launch_qh<hd, at_qh(hd)>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
 }
 
 extern "C" tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,

@@ -25,7 +25,6 @@ struct tern_cuda {
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
-    int attn_qh;             /* TERN_CUDA_ATTN_QH (default 64): (query, head) pairs of a tiled attention block, 64 or 128 */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
     int sk_x;                /* TERN_CUDA_SKX (default 3): 2-4 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */

@@ -65,10 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * TERN_CUDA_FOLD_SPLITS sets it at open (default 32). Returns the previous
  * value. */
 int tern_cuda_set_fold_splits(tern_cuda *c, int n);
-/* The tiled attention's (query, head) pairs a block for head_dim up to 128:
- * 64 (the default) or 128 (the same bits); TERN_CUDA_ATTN_QH sets it at
- * open. Returns the previous value. */
-int tern_cuda_set_attn_qh(tern_cuda *c, int qh);
 
 
 /* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */

@@ -54,8 +54,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * bits): H200, Qwen3-8B shape, decode 4.87-4.88 against 4.98-4.99 ms a
      * token (2 blocks: 4.95, 4 blocks: 5.70). */
     c->sk_x = skx ? atoi(skx) : 3;
-    const char *aq = getenv("TERN_CUDA_ATTN_QH");
-    c->attn_qh = aq && atoi(aq) == 128 ? 128 : 64;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
     c->fold_splits = fs ? atoi(fs) : 32;
     const char *wg = getenv("TERN_CUDA_WGMMA");
@@ -93,13 +91,6 @@ extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
     c->wgmma = mode;
     return was;
 }
-extern "C" int tern_cuda_set_attn_qh(tern_cuda *c, int qh)
-{
-    int was = c->attn_qh;
-    c->attn_qh = qh == 128 ? 128 : 64;
-    return was;
-}
-
 extern "C" int tern_cuda_set_fold_splits(tern_cuda *c, int n)
 {
     int was = c->fold_splits;
