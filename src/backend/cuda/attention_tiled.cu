@@ -23,7 +23,12 @@ enum { S = ATT_S, AT_VS = S + 4, AT_SS = S + 8 };
  * fits). */
 __host__ __device__ constexpr int at_qh(int hd) { return hd <= 128 ? 64 : 16; }
 
-/* Shared memory: q [QH][QKS] float32; the split's keys hi / lo [S][QKS]
+/* q as split words, hi and lo [QH][QKS] (for head_dim up to 128: split
+ * once a piece, not once a split; float32 [QH][QKS] for 256, the most that
+ * fits). */
+__host__ __device__ constexpr bool at_qsplit(int hd) { return hd <= 128; }
+
+/* Shared memory: q (at_qsplit); the split's keys hi / lo [S][QKS]
  * (tf32 words); its values hi / lo transposed, [hd][AT_VS], key 8n + 2t + e
  * at column 8t + 2n + e, so that a lane's eight words of a dimension are two
  * 16-byte reads (rows 36 words apart: distinct banks); the next split's keys
@@ -33,7 +38,7 @@ __host__ __device__ constexpr int at_qh(int hd) { return hd <= 128 ? 64 : 16; }
  * [QH][AT_SS] (a half warp's 8-byte stores and loads on distinct banks). */
 static size_t at_smem(int hd, int qh)
 {
-    return sizeof(float) * ((size_t)qh * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
+    return sizeof(float) * ((at_qsplit(hd) ? 2 : 1) * (size_t)qh * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
                             2 * (size_t)hd * AT_VS + (size_t)S * hd + (size_t)S * (hd + 4) + (size_t)qh * AT_SS);
 }
 
@@ -48,8 +53,10 @@ __global__ void __launch_bounds__(4 * QH, 1)
 {
     extern __shared__ float smem[];
     constexpr int KS = att_qk_stride(hd), NT = hd / 8, NH = NT / 2, NTH = 4 * QH;
+    constexpr bool QP = at_qsplit(hd);
     float *qs = smem;
-    uint32_t *kh = reinterpret_cast<uint32_t *>(qs + QH * KS), *kl = kh + S * KS, *vh = kl + S * KS,
+    uint32_t *qhs = reinterpret_cast<uint32_t *>(smem), *qls = qhs + QH * KS;
+    uint32_t *kh = qhs + (QP ? 2 : 1) * QH * KS, *kl = kh + S * KS, *vh = kl + S * KS,
              *vl = vh + hd * AT_VS;
     float *rk = reinterpret_cast<float *>(vl + hd * AT_VS), *rv = rk + S * hd, *scs = rv + S * (hd + 4);
     int kvh = blockIdx.y, G = n_heads / n_kv_heads, QT = QH / G;
@@ -85,7 +92,17 @@ __global__ void __launch_bounds__(4 * QH, 1)
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (p < nqh)
                 v = *reinterpret_cast<const float4 *>(q + (long)(t0 + p / G) * ldq + (long)(kvh * G + p % G) * hd + d);
-            *reinterpret_cast<float4 *>(qs + p * KS + d) = v;
+            if constexpr (QP) {
+                uint4 h, l;
+                att_split(v.x, h.x, l.x);
+                att_split(v.y, h.y, l.y);
+                att_split(v.z, h.z, l.z);
+                att_split(v.w, h.w, l.w);
+                *reinterpret_cast<uint4 *>(qhs + p * KS + d) = h;
+                *reinterpret_cast<uint4 *>(qls + p * KS + d) = l;
+            } else {
+                *reinterpret_cast<float4 *>(qs + p * KS + d) = v;
+            }
         }
         /* This lane's rows g and g + 8 of the warp: their positions (-1:
          * no pair). */
@@ -95,11 +112,22 @@ __global__ void __launch_bounds__(4 * QH, 1)
             int p = 16 * rg + g + 8 * h;
             pos[h] = p < nqh ? query_pos(r, t0 + p / G) : -1;
         }
-        const float *q0 = qs + (16 * rg + g) * KS, *q1 = q0 + 8 * KS;
+        int qo = (16 * rg + g) * KS + 4 * tq;
         float *sc0 = scs + (16 * rg + g) * AT_SS + 2 * tq, *sc1 = sc0 + 8 * AT_SS;
+        /* rows g and g + 8's A fragments of group D (att_qfrag's words) */
         auto qf = [&](int D, uint32_t(&ah)[2][4], uint32_t(&al)[2][4]) {
-            att_qfrag(*reinterpret_cast<const float4 *>(q0 + 16 * D + 4 * tq),
-                      *reinterpret_cast<const float4 *>(q1 + 16 * D + 4 * tq), ah, al);
+            int o = qo + 16 * D;
+            if constexpr (QP) {
+                uint4 h0 = *reinterpret_cast<const uint4 *>(qhs + o), h1 = *reinterpret_cast<const uint4 *>(qhs + o + 8 * KS);
+                uint4 l0 = *reinterpret_cast<const uint4 *>(qls + o), l1 = *reinterpret_cast<const uint4 *>(qls + o + 8 * KS);
+                ah[0][0] = h0.x, ah[0][1] = h1.x, ah[0][2] = h0.y, ah[0][3] = h1.y;
+                ah[1][0] = h0.z, ah[1][1] = h1.z, ah[1][2] = h0.w, ah[1][3] = h1.w;
+                al[0][0] = l0.x, al[0][1] = l1.x, al[0][2] = l0.y, al[0][3] = l1.y;
+                al[1][0] = l0.z, al[1][1] = l1.z, al[1][2] = l0.w, al[1][3] = l1.w;
+            } else {
+                att_qfrag(*reinterpret_cast<const float4 *>(qs + o), *reinterpret_cast<const float4 *>(qs + o + 8 * KS), ah,
+                          al);
+            }
         };
         auto kf = [&](int n, int D, uint4 &h, uint4 &l) {
             int o = (8 * n + g) * KS + 16 * D + 4 * tq;
