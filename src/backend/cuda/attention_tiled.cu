@@ -38,8 +38,9 @@ __host__ __device__ constexpr bool at_qsplit(int hd) { return hd <= 128; }
  * [QH][AT_SS] (a half warp's 8-byte stores and loads on distinct banks). */
 static size_t at_smem(int hd, int qh)
 {
-    return sizeof(float) * ((at_qsplit(hd) ? 2 : 1) * (size_t)qh * att_qk_stride(hd) + 2 * (size_t)S * att_qk_stride(hd) +
-                            2 * (size_t)hd * AT_VS + (size_t)S * hd + (size_t)S * (hd + 4) + (size_t)qh * AT_SS);
+    size_t qk = att_qk_stride(hd);
+    return sizeof(float) * ((at_qsplit(hd) ? 2 : 1) * (size_t)qh * qk + 2 * (size_t)S * qk + 2 * (size_t)hd * AT_VS +
+                            (size_t)S * hd + (size_t)S * (hd + 4) + (size_t)qh * AT_SS);
 }
 
 /* Column of key j in the transposed values. */
@@ -118,15 +119,16 @@ __global__ void __launch_bounds__(4 * QH, 1)
         auto qf = [&](int D, uint32_t(&ah)[2][4], uint32_t(&al)[2][4]) {
             int o = qo + 16 * D;
             if constexpr (QP) {
-                uint4 h0 = *reinterpret_cast<const uint4 *>(qhs + o), h1 = *reinterpret_cast<const uint4 *>(qhs + o + 8 * KS);
-                uint4 l0 = *reinterpret_cast<const uint4 *>(qls + o), l1 = *reinterpret_cast<const uint4 *>(qls + o + 8 * KS);
+                const uint4 *hp = reinterpret_cast<const uint4 *>(qhs + o);
+                const uint4 *lp = reinterpret_cast<const uint4 *>(qls + o);
+                uint4 h0 = hp[0], h1 = hp[2 * KS], l0 = lp[0], l1 = lp[2 * KS];
                 ah[0][0] = h0.x, ah[0][1] = h1.x, ah[0][2] = h0.y, ah[0][3] = h1.y;
                 ah[1][0] = h0.z, ah[1][1] = h1.z, ah[1][2] = h0.w, ah[1][3] = h1.w;
                 al[0][0] = l0.x, al[0][1] = l1.x, al[0][2] = l0.y, al[0][3] = l1.y;
                 al[1][0] = l0.z, al[1][1] = l1.z, al[1][2] = l0.w, al[1][3] = l1.w;
             } else {
-                att_qfrag(*reinterpret_cast<const float4 *>(qs + o), *reinterpret_cast<const float4 *>(qs + o + 8 * KS), ah,
-                          al);
+                const float4 *qp = reinterpret_cast<const float4 *>(qs + o);
+                att_qfrag(qp[0], qp[2 * KS], ah, al);
             }
         };
         auto kf = [&](int n, int D, uint4 &h, uint4 &l) {
@@ -235,10 +237,11 @@ __global__ void __launch_bounds__(4 * QH, 1)
     }
 }
 
-template <int hd, int QH>
-static tern_status tiled_launch_qh(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
-                                   int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq, float *d_out)
+template <int hd>
+static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
+                                int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq, float *d_out)
 {
+    constexpr int QH = at_qh(hd);
     auto kern = attn_tiled_kernel<hd, QH>;
     static int ready;
     size_t smem = at_smem(hd, QH);
@@ -247,13 +250,6 @@ static tern_status tiled_launch_qh(tern_cuda *c, const tern_cuda_attn_row *d_row
     int QT = QH / (n_heads / n_kv_heads);
     return launch(c, "attention_tiled", kern, dim3(1, n_kv_heads, (total_q + QT - 1) / QT), dim3(4 * QH), smem, d_rows,
                   d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
-}
-
-template <int hd>
-static tern_status tiled_launch(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
-                                int n_heads, int n_kv_heads, float scale, const float *d_q, long ldq, float *d_out)
-{
-    return tiled_launch_qh<hd, at_qh(hd)>(c, d_rows, d_tok_row, total_q, n_heads, n_kv_heads, scale, d_q, ldq, d_out);
 }
 
 extern "C" tern_status tern_cuda_attention_tiled(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
