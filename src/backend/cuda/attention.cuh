@@ -94,31 +94,12 @@ __device__ __forceinline__ void att_qfrag(float4 q0, float4 q1, uint32_t ah[2][4
     att_split(q1.w, ah[1][3], al[1][3]);
 }
 
-/* Raw scores acc[n] (key tile n, the accumulator layout) of the warp's 16
- * rows. qf(D, ah, al): the rows' A fragments of group D (att_qfrag); kf(n,
- * D, kh, kl): key 8n + g's hi and lo words at dimensions 16D + 4t .. + 3. */
-template <int hd, class QF, class KF>
-__device__ __forceinline__ void att_scores(float acc[4][4], QF qf, KF kf)
-{
-#pragma unroll
-    for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-#pragma unroll 2
-    for (int D = 0; D < hd / 16; D++) {
-        uint32_t ah[2][4], al[2][4];
-        qf(D, ah, al);
-#pragma unroll
-        for (int n = 0; n < 4; n++) {
-            uint4 kh, kl;
-            kf(n, D, kh, kl);
-            att_mma3(acc[n], ah[0], al[0], kh.x, kh.y, kl.x, kl.y);
-            att_mma3(acc[n], ah[1], al[1], kh.z, kh.w, kl.z, kl.w);
-        }
-    }
-}
-
-/* Key tiles n0 .. n0 + NN - 1's raw scores alone (att_scores' acc[n0 ..]:
- * the same products in the same order), for kernels that share a split's
- * tiles among warps. */
+/* Raw scores acc[i] (key tile n0 + i, the accumulator layout) of the
+ * warp's 16 rows, for key tiles n0 .. n0 + NN - 1 of the split's four (the
+ * kernels share a split's tiles among warps; a tile's products and their
+ * order do not depend on NN). qf(D, ah, al): the rows' A fragments of
+ * group D (att_qfrag); kf(n, D, kh, kl): key 8n + g's hi and lo words at
+ * dimensions 16D + 4t .. + 3. */
 template <int hd, int NN, class QF, class KF>
 __device__ __forceinline__ void att_scores_tiles(float acc[NN][4], int n0, QF qf, KF kf)
 {

@@ -78,6 +78,38 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
     return w;
 }
 
+/* A tile's part of K through step(buf, kb, n) (n <= U blocks from kb):
+ * whole batches of U blocks, two buffers in flight (bA holds the first,
+ * loaded before), then the rest one block at a time, the same products in
+ * the same order; then the block's next tile's rows and first batch into
+ * bA. Returns that tile (ntiles or past: none). One loop for both
+ * kernels. */
+template <int NMAT, int U, class STEP>
+__device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
+                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
+{
+    const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
+    int kb = kb0;
+    for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
+        if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
+        step(bA, kb, U);
+        if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
+        if (b + 1 < nfull) step(bB, kb + U, U);
+    }
+    kb = kb0 + nfull * U;
+    if (kb < kb0 + len) {
+        int rest = kb0 + len - kb;
+        sk_load<NMAT, U>(bB, wr, kb, rest);
+        step(bB, kb, rest);
+    }
+    int next = w.tile + gridDim.x;
+    if (next < w.ntiles) {
+        sk_rows_of<NMAT>(a, next, w.g, w.t, wr);
+        if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
+    }
+    return next;
+}
+
 /* Eight floats of row r of x at column k (zeros past the last row). */
 __device__ __forceinline__ void sk_x8(const float *__restrict__ x, int r, int M, int K, int k, float v[8])
 {
@@ -167,7 +199,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
-    const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, nfull = w.nfull, ntiles = w.ntiles;
+    const int g = w.g, t = w.t, q = w.q, ntiles = w.ntiles;
     wait_prior_grid();
     while (w.tile < ntiles) {
         float acc[MT][NMAT][4], ss[MT][2];
@@ -177,26 +209,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
 #pragma unroll
             for (int j = 0; j < NMAT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
         }
-        /* Whole batches of U blocks, two buffers in flight; then the rest
-         * one block at a time (the same products in the same order). */
-        int kb = kb0;
-        for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-            if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
-            sk_compute<MT, R8, LO, NMAT, NORM, U>(a, bA, kb, U, g, t, acc, ss);
-            if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
-            if (b + 1 < nfull) sk_compute<MT, R8, LO, NMAT, NORM, U>(a, bB, kb + U, U, g, t, acc, ss);
-        }
-        kb = kb0 + nfull * U;
-        if (kb < kb0 + len) {
-            int rest = kb0 + len - kb;
-            sk_load<NMAT, U>(bB, wr, kb, rest);
-            sk_compute<MT, R8, LO, NMAT, NORM, U>(a, bB, kb, rest, g, t, acc, ss);
-        }
-        int next = w.tile + gridDim.x;
-        if (next < ntiles) {
-            sk_rows_of<NMAT>(a, next, g, t, wr);
-            if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
-        }
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, [&](const uint4(&buf)[U][NMAT], int kb, int n) {
+            sk_compute<MT, R8, LO, NMAT, NORM, U>(a, buf, kb, n, g, t, acc, ss);
+        });
 #pragma unroll
         for (int i = 0; i < MT; i++)
 #pragma unroll
@@ -263,7 +278,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
-    const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, nfull = w.nfull, ntiles = w.ntiles;
+    const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
     wait_prior_grid();
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
@@ -318,26 +333,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                     }
                 }
         };
-        /* Whole batches of U blocks, two buffers in flight; then the rest
-         * one block at a time (the same products in the same order). */
-        int kb = kb0;
-        for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-            if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
-            step(bA, kb, U);
-            if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
-            if (b + 1 < nfull) step(bB, kb + U, U);
-        }
-        kb = kb0 + nfull * U;
-        if (kb < kb0 + len) {
-            int rest = kb0 + len - kb;
-            sk_load<NMAT, U>(bB, wr, kb, rest);
-            step(bB, kb, rest);
-        }
-        int next = w.tile + gridDim.x;
-        if (next < ntiles) {
-            sk_rows_of<NMAT>(a, next, g, t, wr);
-            if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
-        }
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
