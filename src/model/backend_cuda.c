@@ -478,6 +478,26 @@ static tern_status cuda_workspace(tern_model *m, size_t bytes, void **out)
     return TERN_OK;
 }
 
+/* TERN_CUDA_ATTN_FUSE=1: passes of one new token per row (decode) run the
+ * attention prologue inside the attention kernel (the same arithmetic, one
+ * kernel less a layer). Off by default: the separate prologue lets the
+ * attention's blocks launch early and stage the older keys while it runs,
+ * which measured faster (decode step 4.57 against 4.64 ms, Qwen3-8B shape). */
+static int attn_fused(const tern_model *m, const tern_pass *p)
+{
+    return cm(m)->attn_fuse && p->T == cm(m)->nr;
+}
+
+/* Rows of two or more queries on average (prefill, unless the prologue is
+ * fused) take the tiled attention kernel, which stages a split's keys and
+ * values once for up to 64 / G of a row's queries and folds their splits in
+ * the block; the others the per-query kernel, whose split records and
+ * counters are the pass's scratch. The bits are the same either way. */
+static int attn_tiled(const tern_model *m, const tern_pass *p)
+{
+    return !attn_fused(m, p) && cm(m)->tiled_attn && p->T >= 2 * cm(m)->nr;
+}
+
 /* One upload per pass: ids [T], token -> row [T], wanted positions [n_out],
  * the rows' block tables, then the attention rows of every layer. */
 static tern_status cuda_begin(tern_model *m, tern_pass *p)
@@ -562,9 +582,14 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     d->max_len = (max_len + 255) & ~255;
     max_len = d->max_len;
     int hd = c->head_dim;
-    if ((st = dbuf_reserve(d->c, &d->part, tern_cuda_attention_tmp_bytes(T, max_len, c->n_heads, hd), 0)) ||
-        (st = dbuf_reserve(d->c, &d->count, tern_cuda_attention_count_bytes(T, c->n_kv_heads), 1)) ||
-        (st = dbuf_reserve(d->c, &d->logits, (size_t)(p->n_out > 0 ? p->n_out : 1) * c->vocab * sizeof(float), 0)))
+    /* the per-query attention's split records (T x heads x splits x (hd +
+     * 2) floats: gigabytes for a prefill chunk at a long context, which the
+     * tiled kernel does not need) */
+    if (!attn_tiled(m, p) &&
+        ((st = dbuf_reserve(d->c, &d->part, tern_cuda_attention_tmp_bytes(T, max_len, c->n_heads, hd), 0)) ||
+         (st = dbuf_reserve(d->c, &d->count, tern_cuda_attention_count_bytes(T, c->n_kv_heads), 1))))
+        return st;
+    if ((st = dbuf_reserve(d->c, &d->logits, (size_t)(p->n_out > 0 ? p->n_out : 1) * c->vocab * sizeof(float), 0)))
         return st;
     int no = p->n_out > 0 ? p->n_out : 1;
     if (p->sum && (no > d->sum_cap)) {
@@ -648,16 +673,6 @@ static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M
     return prof(cm(m), PROF_GATE_UP, st ? st : cuda_gate_up(m, w, h, M, g, u));
 }
 
-/* TERN_CUDA_ATTN_FUSE=1: passes of one new token per row (decode) run the
- * attention prologue inside the attention kernel (the same arithmetic, one
- * kernel less a layer). Off by default: the separate prologue lets the
- * attention's blocks launch early and stage the older keys while it runs,
- * which measured faster (decode step 4.57 against 4.64 ms, Qwen3-8B shape). */
-static int attn_fused(const tern_model *m, const tern_pass *p)
-{
-    return cm(m)->attn_fuse && p->T == cm(m)->nr;
-}
-
 /* qkv is token-major: per token its q heads, k heads, v heads. */
 static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, float *h, float *qkv)
 {
@@ -705,11 +720,7 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
                                    c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, c->rope_dim, d->d_rope};
     const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
     float scale = 1.0f / sqrtf((float)hd);
-    /* Rows of two or more queries on average (prefill): the tiled kernel,
-     * which stages a split's keys and values once for up to 128 / G of a
-     * row's queries and folds their splits in the block; the bits are the
-     * same either way. */
-    if (!attn_fused(m, p) && d->tiled_attn && p->T >= 2 * d->nr)
+    if (attn_tiled(m, p))
         return prof(d, PROF_ATTN,
                     tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,
                                               scale, qkv, ld, out));
