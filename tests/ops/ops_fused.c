@@ -236,8 +236,10 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 5, 4096, 1000);
     norm_case(1, TERN_DT_BF16, 2, 4096, 700);
     norm_case(0, TERN_DT_BF16, 20, 1032, 77);
-    for (int mode = 0; mode <= 4; mode += 2) { /* the one-row kernel's other modes (ops_linear) */
-        int was = tern_cuda_set_sk_x(ops_cuda, mode);
+    norm_case(0, TERN_DT_BF16, 3, 512, 33001); /* a head's width: the one-row kernel's 8-block batches */
+    static const int modes[] = {0, 2, 3, 4};
+    for (int i = 0; i < 4; i++) { /* the one-row kernel's other modes (ops_linear) */
+        int was = tern_cuda_set_sk_x(ops_cuda, modes[i]);
         norm_case(0, TERN_DT_BF16, 5, 4096, 300);
         norm_case(1, TERN_DT_BF16, 7, 512, 136);
         tern_cuda_set_sk_x(ops_cuda, was);

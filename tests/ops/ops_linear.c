@@ -183,12 +183,13 @@ void ops_linear(void)
     }
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 20, 512, 96);
-    /* The one-row kernel's other modes (the default, x prepared once per
-     * block at 3 blocks a multiprocessor, ran above): 2 and 4 blocks, and
-     * 0 the register-buffered kernel; rows alone against the batched
-     * kernels, bit for bit (K up to 12288: 48 KB of x). */
-    static const int modes[] = {0, 2, 4};
-    for (int i = 0; i < 3; i++) {
+    /* The one-row kernel's other modes (the default, 5: x prepared once per
+     * block, o, down and the head at 2 blocks a multiprocessor with twice
+     * the loads in flight, ran above): 2, 3 and 4 blocks, and 0 the
+     * register-buffered kernel; rows alone against the batched kernels,
+     * bit for bit (K up to 12288: 48 KB of x). */
+    static const int modes[] = {0, 2, 3, 4};
+    for (int i = 0; i < 4; i++) {
         int mode = modes[i], was = tern_cuda_set_sk_x(ops_cuda, mode);
         printf("(one-row kernel mode %d: %s)\n", mode, mode ? "x prepared once per block" : "register-buffered");
         matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);

@@ -25,8 +25,10 @@ static size_t att_smem(int G, int hd)
 }
 
 /* Instantiated for head_dim 16, 32, 64, 128 and 256 (a multiple of 4: the
- * 16-byte loads). */
-template <int hd>
+ * 16-byte loads) and two forms (FV): 1 with the last block's fold, 0
+ * without (a launch of its own folds: the registers of the split's work
+ * alone). */
+template <int hd, int FV>
 __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda_attn_row *__restrict__ rows,
                                                                  const int *__restrict__ tok_row, int max_splits,
                                                                  int n_heads, int n_kv_heads, float scale,
@@ -56,7 +58,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     /* A split lies inside one KV block (block_tokens is a multiple of S). */
     const float *K = kv_at(r.k, r, kvh, j0, hd), *Vp = kv_at(r.v, r, kvh, j0, hd);
     int n4 = nk * hd / 4, n_old = old - j0 < 0 ? 0 : old - j0 < nk ? old - j0 : nk, o4 = n_old * hd / 4;
-#pragma unroll 4
+#pragma unroll 8
     for (int i = tid; i < o4; i += ATT_THREADS) {
         float4 kk = __ldcg(reinterpret_cast<const float4 *>(K) + i);
         float4 vv = __ldcg(reinterpret_cast<const float4 *>(Vp) + i);
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     }
     /* The last split block of this (query, kv head) folds all splits
      * (attn_fold), unless a separate launch folds them (fold 0). */
-    if (!fold) return;
+    if (FV == 0 || !fold) return;
     int ns = (vis + S - 1) / S;
     __threadfence();
     __syncthreads();
@@ -238,25 +240,26 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     if (sc || total_q <= 0) return sc;
     int ns = splits_for(max_len);
     size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
-    void (*kern)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long, float *,
-                 unsigned *, float *, int, tern_cuda_attn_prologue, int, int) = head_dim == 16 ? attn_split_kernel<16>
-                                        : head_dim == 32  ? attn_split_kernel<32>
-                                        : head_dim == 64  ? attn_split_kernel<64>
-                                        : head_dim == 128 ? attn_split_kernel<128>
-                                                          : attn_split_kernel<256>;
-    /* Raised once per instance (to the largest asked), so that a graph
-     * capture of the call queues the launch alone. */
-    static size_t smem_set[5];
-    int ki = head_dim == 16 ? 0 : head_dim == 32 ? 1 : head_dim == 64 ? 2 : head_dim == 128 ? 3 : 4;
-    if (smem > smem_set[ki]) {
-        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                 "attention shared memory");
-        smem_set[ki] = smem;
-    }
     /* Past c->fold_splits splits (TERN_CUDA_FOLD_SPLITS) a separate launch
      * folds them, with four times the blocks of the split kernel's last
      * ones (the same bits). */
     bool apart = c->fold_splits > 0 && ns > c->fold_splits;
+    int fv = apart ? 0 : 1;
+    typedef void (*split_fn)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long,
+                             float *, unsigned *, float *, int, tern_cuda_attn_prologue, int, int);
+#define ATT_FORMS(h) {attn_split_kernel<h, 0>, attn_split_kernel<h, 1>}
+    static const split_fn forms[5][2] = {ATT_FORMS(16), ATT_FORMS(32), ATT_FORMS(64), ATT_FORMS(128), ATT_FORMS(256)};
+#undef ATT_FORMS
+    int ki = head_dim == 16 ? 0 : head_dim == 32 ? 1 : head_dim == 64 ? 2 : head_dim == 128 ? 3 : 4;
+    split_fn kern = forms[ki][fv];
+    /* Raised once per instance (to the largest asked), so that a graph
+     * capture of the call queues the launch alone. */
+    static size_t smem_set[5][2];
+    if (smem > smem_set[ki][fv]) {
+        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                 "attention shared memory");
+        smem_set[ki][fv] = smem;
+    }
     tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
                             d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
                             (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);

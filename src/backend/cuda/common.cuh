@@ -19,14 +19,16 @@ struct tern_cuda {
     cudaEvent_t *prof;       /* TERN_CUDA_PROF events, made on first use */
     int n_prof;
     int pdl;                 /* launch with programmatic dependent launch */
-    int trigger;             /* TERN_CUDA_TRIGGER bits: matrix kernels (1), the qkv prologue (2) and attention
-                                (4) let the next kernel launch as soon as they run */
+    int trigger;             /* TERN_CUDA_TRIGGER bits: matrix kernels (1), the qkv prologue (2), attention
+                                (4) and the one-row products with a folded norm (16: q/k/v, the head) let the
+                                next kernel launch as soon as they run; 32: the other one-row products
+                                once a block starts its last tile */
     int prefetch;            /* TERN_CUDA_PREFETCH: bytes of its first weight rows each matrix warp prefetches
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
-    int sk_x;                /* TERN_CUDA_SKX (default 3): 2-4 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
+    int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;
@@ -64,6 +66,17 @@ __device__ __forceinline__ void wait_prior_grid(void)
 {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets the next kernel launch now (its blocks take the room this one
+ * leaves, prefetch and wait): TERN_CUDA_TRIGGER. Measured slower on the
+ * products in general (a product launched while the previous one still
+ * fills the device is spread unevenly over it). */
+__device__ __forceinline__ void trigger_next(int on)
+{
+#if __CUDA_ARCH__ >= 900
+    if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
