@@ -34,58 +34,56 @@ static int copies_for(double bytes)
 }
 
 
-static tern_status chain_layer(float *x, float *qkv, float *h, const float *nw, float *ntmp, const void *wqkv,
-                               const void *wo, const void *wg, const void *wu, const void *wd)
+/* The Qwen3-8B shape of a decode layer's products. */
+enum { CH_D = 4096, CH_F = 12288, CH_QKV = 6144, CH_L = 6 };
+
+/* The products of a decode layer that mask names (bit 0 q/k/v with the
+ * input norm folded, 1 o + residual, 2 gate/up with the norm folded, 3
+ * down + residual), queued in that order as a pass queues them. */
+static tern_status chain_layer(unsigned mask, float *x, float *qkv, float *h, const float *nw, float *ntmp,
+                               const void *wqkv, const void *wo, const void *wg, const void *wu, const void *wd)
 {
-    enum { D = 4096, F = 12288, QKV = 6144 };
-    tern_status st = tern_cuda_matmul_norm(ops_cuda, x, 1, D, nw, 1e-6f, wqkv, TERN_DT_BF16, QKV, qkv, QKV, ntmp);
-    if (!st) st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, qkv, 1, D, wo, TERN_DT_BF16, D, x, D, 1, NULL);
-    if (!st) st = tern_cuda_gate_up_norm(ops_cuda, x, 1, D, nw, 1e-6f, wg, wu, TERN_DT_BF16, F, h, ntmp);
-    if (!st) st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, h, 1, F, wd, TERN_DT_BF16, D, x, D, 1, NULL);
+    tern_status st = TERN_OK;
+    if (!st && mask & 1)
+        st = tern_cuda_matmul_norm(ops_cuda, x, 1, CH_D, nw, 1e-6f, wqkv, TERN_DT_BF16, CH_QKV, qkv, CH_QKV, ntmp);
+    if (!st && mask & 2)
+        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, qkv, 1, CH_D, wo, TERN_DT_BF16, CH_D, x,
+                              CH_D, 1, NULL);
+    if (!st && mask & 4) st = tern_cuda_gate_up_norm(ops_cuda, x, 1, CH_D, nw, 1e-6f, wg, wu, TERN_DT_BF16, CH_F, h, ntmp);
+    if (!st && mask & 8)
+        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, h, 1, CH_F, wd, TERN_DT_BF16, CH_D, x,
+                              CH_D, 1, NULL);
     return st;
 }
 
-/* A decode layer's four one-row products back to back, as a pass queues
- * them (q/k/v with the input norm folded, o + residual, gate/up with the
- * norm folded, down + residual), over layer copies larger than the L2:
- * their time in sequence against the sum of their times alone shows what
- * the kernel boundaries cost. */
+/* A decode layer's four one-row products each alone and back to back,
+ * over layer copies larger than the L2: their time in sequence against
+ * the sum of their times alone shows what the kernel boundaries cost. */
 static void ops_time_chain(void)
 {
-    enum { L = 6, D = 4096, F = 12288, QKV = 6144 };
+    enum { L = CH_L };
     void *wqkv[L], *wo[L], *wg[L], *wu[L], *wd[L];
     for (int l = 0; l < L; l++) {
-        wqkv[l] = dev_random((long)QKV * D, TERN_DT_BF16, 300 + l);
-        wo[l] = dev_random((long)D * D, TERN_DT_BF16, 310 + l);
-        wg[l] = dev_random((long)F * D, TERN_DT_BF16, 320 + l);
-        wu[l] = dev_random((long)F * D, TERN_DT_BF16, 330 + l);
-        wd[l] = dev_random((long)D * F, TERN_DT_BF16, 340 + l);
+        wqkv[l] = dev_random((long)CH_QKV * CH_D, TERN_DT_BF16, 300 + l);
+        wo[l] = dev_random((long)CH_D * CH_D, TERN_DT_BF16, 310 + l);
+        wg[l] = dev_random((long)CH_F * CH_D, TERN_DT_BF16, 320 + l);
+        wu[l] = dev_random((long)CH_F * CH_D, TERN_DT_BF16, 330 + l);
+        wd[l] = dev_random((long)CH_D * CH_F, TERN_DT_BF16, 340 + l);
     }
-    float *x = dev_random(D, TERN_DT_F32, 350), *qkv = ops_dev_zero(QKV * 4), *h = ops_dev_zero(F * 4);
-    float *nw = dev_random(D, TERN_DT_F32, 351), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(F));
-    double mb = ((double)QKV * D + (double)D * D + 2.0 * F * D + (double)D * F) * 2 / 1e6;
-    float ms, part[4];
-    const char *what[4] = {"q/k/v + norm", "o + residual", "gate/up + norm", "down + residual"};
-    for (int k = 0; k < 4; k++) {
-        TIME_IT(ms, k == 0 ? tern_cuda_matmul_norm(ops_cuda, x, 1, D, nw, 1e-6f, wqkv[i_ % L], TERN_DT_BF16,
-                                                                 QKV, qkv, QKV, ntmp)
-                    : k == 1 ? tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, qkv, 1, D, wo[i_ % L],
-                                                TERN_DT_BF16, D, x, D, 1, NULL)
-                    : k == 2 ? tern_cuda_gate_up_norm(ops_cuda, x, 1, D, nw, 1e-6f, wg[i_ % L], wu[i_ % L],
-                                                      TERN_DT_BF16, F, h, ntmp)
-                             : tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, h, 1, F, wd[i_ % L],
-                                                TERN_DT_BF16, D, x, D, 1, NULL));
-        part[k] = ms;
-    }
-    /* the four in sequence, layer after layer */
-    float chain;
-    TIME_IT(chain, chain_layer(x, qkv, h, nw, ntmp, wqkv[i_ % L], wo[i_ % L], wg[i_ % L], wu[i_ % L], wd[i_ % L]));
-    float sum = part[0] + part[1] + part[2] + part[3];
+    float *x = dev_random(CH_D, TERN_DT_F32, 350), *qkv = ops_dev_zero(CH_QKV * 4), *h = ops_dev_zero(CH_F * 4);
+    float *nw = dev_random(CH_D, TERN_DT_F32, 351), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(CH_F));
+    double mb = ((double)CH_QKV * CH_D + (double)CH_D * CH_D + 3.0 * CH_F * CH_D) * 2 / 1e6;
+    float ms[5];
+    static const char *const what[4] = {"q/k/v + norm", "o + residual", "gate/up + norm", "down + residual"};
+    for (int k = 0; k < 5; k++) /* each alone, then the four in sequence */
+        TIME_IT(ms[k], chain_layer(k < 4 ? 1u << k : 15u, x, qkv, h, nw, ntmp, wqkv[i_ % L], wo[i_ % L],
+                                   wg[i_ % L], wu[i_ % L], wd[i_ % L]));
+    float sum = ms[0] + ms[1] + ms[2] + ms[3];
     printf("decode products (M = 1, %.1f MB a layer):", mb);
-    for (int k = 0; k < 4; k++) printf(" %s %.1f", what[k], part[k] * 1e3);
+    for (int k = 0; k < 4; k++) printf(" %s %.1f", what[k], ms[k] * 1e3);
     printf(" us alone, sum %.1f us (%.0f GB/s)\n", sum * 1e3, mb / 1e3 / (sum / 1e3));
-    printf("decode products in sequence: %.1f us a layer (%.0f GB/s), %.1f us less than alone\n", chain * 1e3,
-           mb / 1e3 / (chain / 1e3), (sum - chain) * 1e3);
+    printf("decode products in sequence: %.1f us a layer (%.0f GB/s), %.1f us less than alone\n", ms[4] * 1e3,
+           mb / 1e3 / (ms[4] / 1e3), (sum - ms[4]) * 1e3);
     for (int l = 0; l < L; l++) {
         tern_cuda_free(ops_cuda, wqkv[l]); tern_cuda_free(ops_cuda, wo[l]); tern_cuda_free(ops_cuda, wg[l]);
         tern_cuda_free(ops_cuda, wu[l]); tern_cuda_free(ops_cuda, wd[l]);

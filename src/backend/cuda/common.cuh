@@ -19,10 +19,8 @@ struct tern_cuda {
     cudaEvent_t *prof;       /* TERN_CUDA_PROF events, made on first use */
     int n_prof;
     int pdl;                 /* launch with programmatic dependent launch */
-    int trigger;             /* TERN_CUDA_TRIGGER bits: matrix kernels (1), the qkv prologue (2), attention
-                                (4) and the one-row products with a folded norm (16: q/k/v, the head) let the
-                                next kernel launch as soon as they run; 32: the other one-row products
-                                once a block starts its last tile */
+    int trigger;             /* TERN_CUDA_TRIGGER bits: matrix kernels (1), the qkv prologue (2) and attention
+                                (4) let the next kernel launch as soon as they run */
     int prefetch;            /* TERN_CUDA_PREFETCH: bytes of its first weight rows each matrix warp prefetches
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
@@ -66,17 +64,6 @@ __device__ __forceinline__ void wait_prior_grid(void)
 {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* Lets the next kernel launch now (its blocks take the room this one
- * leaves, prefetch and wait): TERN_CUDA_TRIGGER. Measured slower on the
- * products in general (a product launched while the previous one still
- * fills the device is spread unevenly over it). */
-__device__ __forceinline__ void trigger_next(int on)
-{
-#if __CUDA_ARCH__ >= 900
-    if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

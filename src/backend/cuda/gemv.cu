@@ -137,6 +137,17 @@ __device__ __forceinline__ void prefetch_row(const void *row, size_t bytes, int 
 #endif
 }
 
+/* Lets the next kernel launch now (its blocks take the room this one
+ * leaves, prefetch and wait); TERN_CUDA_TRIGGER bit 1. Measured slower on
+ * the products (a product launched while the previous one still fills the
+ * device is spread unevenly over it): off by default. */
+__device__ __forceinline__ void trigger_next(int on)
+{
+#if __CUDA_ARCH__ >= 900
+    if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* The RMSNorm of the input folded into the product (NORM): for
  * y = rmsnorm(x) . w^T the kernel forms acc = sum_k (x_k nw_k) w_k and
  * ss = sum_k x_k^2 in the same lane order (the first row group of each warp;

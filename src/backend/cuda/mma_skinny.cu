@@ -26,8 +26,6 @@ struct sk_args {
     int ldy, accumulate;
     const float *nw;    /* NORM: the RMSNorm weight [K] as float32 */
     float eps;
-    int trig;           /* let the next kernel launch: 1 once the wait for the previous one is over, 2 once
-                           the block starts its last tile (one-row kernel) */
 };
 
 /* n loads of 16 bytes per weight stream, blocks kb .. kb + n - 1. */
@@ -203,7 +201,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, ntiles = w.ntiles;
     wait_prior_grid();
-    trigger_next(a.trig == 1);
     while (w.tile < ntiles) {
         float acc[MT][NMAT][4], ss[MT][2];
 #pragma unroll
@@ -283,7 +280,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
     wait_prior_grid();
-    trigger_next(a.trig == 1);
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
@@ -316,7 +312,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        trigger_next(a.trig == 2 && w.tile + (int)gridDim.x >= ntiles);
         auto step = [&](const uint4(&buf)[U][NMAT], int kb, int n) {
 #pragma unroll
             for (int u = 0; u < U; u++)
@@ -402,7 +397,7 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
          * many tiles (the head) load batches of 8 blocks at 2 blocks a
          * multiprocessor (twice the bytes in flight a warp), the others as
          * at 3 (H200, Qwen3-8B shape: decode 4.699-4.723 against
-         * 4.788-4.822 ms a token with all at 3; the head with the norm
+         * 4.785-4.822 ms a token with all at 3; the head with the norm
          * folded 285.8 against 315.1 us; every product so, gate/up in
          * batches of 4: 4.776-4.798 ms). */
         if (c->sk_x == 5) {
@@ -434,12 +429,7 @@ tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, i
     if (M < 1 || M > MMA_SKINNY_MAX)
         return tern_error(TERN_E_INTERNAL, "cuda mma: the small-batch kernel takes 1..%d rows, not %d",
                           (int)MMA_SKINNY_MAX, M);
-    /* TERN_CUDA_TRIGGER bit 16: a product with the norm folded and one
-     * matrix (q/k/v: the attention after it, and the head) lets the next
-     * kernel launch once its wait is over; bit 32: the others once a
-     * block starts its last tile. */
-    sk_args a = {x, M, K, (const uint16_t *)w, (const uint16_t *)wu, N, y, ldy, accumulate, nw, eps,
-                 (c->trigger & 16) && nw && !wu ? 1 : (c->trigger & 32) ? 2 : 0};
+    sk_args a = {x, M, K, (const uint16_t *)w, (const uint16_t *)wu, N, y, ldy, accumulate, nw, eps};
     if (wu) {
         if (nw) return lo ? sk_rows<true, 2, true>(c, a) : sk_rows<false, 2, true>(c, a);
         return lo ? sk_rows<true, 2, false>(c, a) : sk_rows<false, 2, false>(c, a);
