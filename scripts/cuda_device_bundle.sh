@@ -17,6 +17,12 @@ strip "$tmp/bin/"*
 # every library tern resolves outside glibc, the compiler runtime and CUDA
 ldd "$b/tern" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+)\.so|/cuda' \
   | while read -r l; do cp -L "$l" "$tmp/lib/"; done
+# the kernel tracer (bench/ktrace/ktrace.c) and the CUPTI it links, where the toolkit has CUPTI
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [ -f "$cuda/include/cupti.h" ] && [ -e "$cuda/lib/libcupti.so" ]; then
+  cc -O2 -shared -fPIC -I"$cuda/include" bench/ktrace/ktrace.c -L"$cuda/lib" -lcupti -o "$tmp/lib/libktrace.so"
+  cp -L "$cuda/lib/libcupti.so" "$tmp/lib/$(readlink "$cuda/lib/libcupti.so" || echo libcupti.so)"
+fi
 # a dictionary that spans the binaries: their CUDA code is the same bytes
 XZ_OPT=-9e tar -cJf "$dest/bin.tar.xz" -C "$tmp" bin lib
 rm -rf "$tmp"

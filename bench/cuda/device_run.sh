@@ -5,7 +5,9 @@
 # (plus ../shared's fixtures/models under .dev/cuda/shared when ../shared is not there).
 # Usage: bash .dev/cuda/tree/bench/cuda/device_run.sh PHASE...   (after unpacking, or
 #        bash bench/cuda/device_run.sh PHASE... in a checkout that has the bundle)
-# Phases: ops (op harness), opstime (its kernel timings), fwd (GPU forward test), parity (fixture parity
+# Phases: ops (op harness), opstime (its kernel timings), chain (ops_test --chain: a decode layer's
+# products in sequence under the one-row kernel's modes), ktrace (the decode graph's kernels on the
+# critical path, through CUPTI: bench/ktrace/ktrace.c, ktrace_summary.py; trace into $OUT), fwd (GPU forward test), parity (fixture parity
 # suite with TERN_DEVICE=cuda, MoE deselected), batch (server batching tests
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
 # bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
@@ -50,6 +52,11 @@ for ph in "$@"; do
   case $ph in
   ops) timeout 300 "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
   opstime) timeout 300 "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
+  chain) timeout 200 "$D/bin/ops_test" --chain 2>&1 | grep -E "^--|^decode|skipped" ;;
+  ktrace) [ -f "$D/lib/libktrace.so" ] || { echo "no $D/lib/libktrace.so (bundle built without CUPTI)"; continue; }
+    CUDA_INJECTION64_PATH=$PWD/$D/lib/libktrace.so TERN_KTRACE=$OUT/ktrace.tsv timeout 150 "$T" bench --device cuda \
+      --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 1 2>&1 | tail -1
+    python3 "$TREE/bench/ktrace/ktrace_summary.py" "$OUT/ktrace.tsv" --layer "${KT_LAYER:-11}" ;;
   fwd) timeout 300 "$D/bin/test_forward_cuda" 2>&1 | tail -30 ;;
   parity) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 300 python3 -m pytest -q -k "not moe" tests/py/test_model_parity.py 2>&1 | tail -15) ;;
   batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x -k "not draft" tests/py/test_server_batching.py 2>&1 | tail -8) ;;

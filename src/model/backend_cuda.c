@@ -389,9 +389,13 @@ tern_status tern_backend_cuda_load(tern_model *m)
     const char *fz = getenv("TERN_CUDA_FUSE");
     /* Bits: 1 the gate/up products (each warp's x loads serve two weight
      * rows: folded, 50 us against 55 + 4 for the norm kernel at the
-     * Qwen3-8B shape), 2 the q/k/v product (one row per warp: the norm
-     * weight's loads cost more than the kernel saved, 19 against 14 + 4). */
-    d->fuse = fz ? atoi(fz) : FOLD_GATE_UP;
+     * Qwen3-8B shape), 2 the q/k/v product (with x prepared once per block
+     * and the product at 2 blocks a multiprocessor, mma_skinny.cu: decode
+     * 4.683-4.697 against 4.717-4.720 ms a token unfolded, prefill 512
+     * 27.43-27.51 against 27.25-27.30 ms; with the earlier one-row kernel,
+     * one weight row per warp, it cost more than it saved, 19 against
+     * 14 + 4 us). */
+    d->fuse = fz ? atoi(fz) : FOLD_GATE_UP | FOLD_QKV;
     const char *af = getenv("TERN_CUDA_ATTN_FUSE");
     d->attn_fuse = af && !strcmp(af, "1");
     const char *at = getenv("TERN_CUDA_ATTN_TILED");

@@ -38,5 +38,6 @@ void ops_rows(void);
 void ops_attention(void);
 void ops_fused(void);
 void ops_time(void);
+void ops_time_chains(void);
 
 #endif

@@ -1,7 +1,8 @@
 /* ops_test: every CUDA op x dtype x shape against the CPU reference
  * (src/backend/cpu), with the tolerance of each case printed beside its
  * error, plus bit-identity checks for batch invariance. `ops_test --time`
- * prints kernel timings instead (Qwen3-8B shapes).
+ * prints kernel timings instead (Qwen3-8B shapes), `--chain` only the
+ * decode layer's products in sequence under the one-row kernel's modes.
  *
  * Without a usable CUDA device it prints "skipped: <reason>" and exits 0.
  * Exit status 1 when any case fails. */
@@ -138,9 +139,9 @@ static void ops_refusals(void)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
-    int timing = argc > 1 && !strcmp(argv[1], "--time");
-    if (argc > 1 && !timing) {
-        fprintf(stderr, "usage: ops_test [--time]\n");
+    int timing = argc > 1 && !strcmp(argv[1], "--time"), chain = argc > 1 && !strcmp(argv[1], "--chain");
+    if (argc > 1 && !timing && !chain) {
+        fprintf(stderr, "usage: ops_test [--time | --chain]\n");
         return 2;
     }
     if (tern_cuda_open(0, &ops_cuda) != TERN_OK) {
@@ -148,7 +149,9 @@ int main(int argc, char **argv)
         return 0;
     }
     printf("device: %s\n", tern_cuda_describe(ops_cuda));
-    if (timing) {
+    if (chain) {
+        ops_time_chains();
+    } else if (timing) {
         ops_time();
     } else {
         ops_linear();

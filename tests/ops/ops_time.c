@@ -92,6 +92,21 @@ static void ops_time_chain(void)
     tern_cuda_free(ops_cuda, nw); tern_cuda_free(ops_cuda, ntmp);
 }
 
+/* ops_test --chain: the decode layer's products in sequence under the
+ * one-row kernel's modes in turn (TERN_CUDA_SKX 5, the default, then 3 and
+ * 2), twice over. */
+void ops_time_chains(void)
+{
+    static const int modes[] = {5, 3, 2};
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) {
+            int was = tern_cuda_set_sk_x(ops_cuda, modes[i]);
+            printf("-- TERN_CUDA_SKX=%d\n", modes[i]);
+            ops_time_chain();
+            tern_cuda_set_sk_x(ops_cuda, was);
+        }
+}
+
 void ops_time(void)
 {
     static const struct { const char *what; int K, N; } mm[] = {

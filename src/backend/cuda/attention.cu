@@ -73,34 +73,52 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         *reinterpret_cast<float4 *>(ks + j * KS + d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         *reinterpret_cast<float4 *>(vs + j * VS + d) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
+    /* The prologue's table row and norm weights (never written by a
+     * kernel) as float32, so that after the wait only the new q, k and v are
+     * read. */
+    __shared__ float pcs[ATT_MAX_HD], pnw[2][ATT_MAX_HD];
+    if (fuse) {
+        const float *csrow = pro.d_cs + (long)(vis - 1) * pro.rope_dim;
+        for (int i = tid; i < pro.rope_dim; i += ATT_THREADS) pcs[i] = csrow[i];
+        for (int i = tid; i < hd; i += ATT_THREADS) {
+            if (pro.d_qnorm) pnw[0][i] = weight_at(pro.d_qnorm, pro.wdt, i);
+            if (pro.d_knorm) pnw[1][i] = weight_at(pro.d_knorm, pro.wdt, i);
+        }
+    }
     wait_prior_grid();
 #if __CUDA_ARCH__ >= 900
     if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     if (fuse) {
-        /* Decode: this token's q heads normed and roped into qs; the split
-         * holding its position forms the new key and value (stored in the
-         * cache, and in ks / vs). */
-        const float *qkv = q + (long)t * ldq, *csrow = pro.d_cs + (long)(vis - 1) * pro.rope_dim;
-        int w = tid >> 5;
-        for (int g = w; g < G; g += ATT_THREADS / 32)
-            norm_rope_into(qkv + (long)(kvh * G + g) * hd, qs + g * KS, hd, pro.rope_dim, pro.d_qnorm, pro.wdt, pro.eps,
-                           csrow, lane);
-        if (n_old < nk) {
-            int j = nk - 1;
-            if (w == 0) {
-                norm_rope_into(qkv + (long)(n_heads + kvh) * hd, ks + j * KS, hd, pro.rope_dim, pro.d_knorm, pro.wdt,
-                               pro.eps, csrow, lane);
+        /* Decode: this token's q heads (and, in the split holding its
+         * position, its key and value) read in one round of 16-byte loads
+         * into qs (ks / vs), the value stored in the cache; then a warp a
+         * head normed and roped in place (qkv_rope_store's bits), the key
+         * stored. */
+        const float *qkv = q + (long)t * ldq;
+        const bool mine = n_old < nk;
+        const int j = nk - 1, w = tid >> 5;
+        for (int i = tid; i < G * hd / 4; i += ATT_THREADS) {
+            float4 v4 = __ldcg(reinterpret_cast<const float4 *>(qkv + (long)kvh * G * hd) + i);
+            int e = 4 * i;
+            *reinterpret_cast<float4 *>(qs + (e / hd) * KS + e % hd) = v4;
+        }
+        if (mine && tid < hd / 2) {
+            bool isv = tid >= hd / 4;
+            int d = 4 * (isv ? tid - hd / 4 : tid);
+            float4 v4 = __ldcg(reinterpret_cast<const float4 *>(qkv + (long)(n_heads + (isv ? n_kv_heads : 0) + kvh) * hd + d));
+            *reinterpret_cast<float4 *>((isv ? vs + j * VS : ks + j * KS) + d) = v4;
+            if (isv) *reinterpret_cast<float4 *>(kv_at(r.v, r, kvh, vis - 1, hd) + d) = v4;
+        }
+        __syncthreads();
+        for (int hh = w; hh < G + (mine ? 1 : 0); hh += ATT_THREADS / 32) {
+            bool isk = hh == G;
+            float *row = isk ? ks + j * KS : qs + hh * KS;
+            norm_rope_smem(row, hd, pro.rope_dim, (isk ? pro.d_knorm : pro.d_qnorm) ? pnw[isk ? 1 : 0] : NULL, pro.eps,
+                           pcs, lane);
+            if (isk) {
                 float *dst = kv_at(r.k, r, kvh, vis - 1, hd);
-                for (int i = lane; i < hd; i += 32) dst[i] = ks[j * KS + i];
-            } else if (w == 1) {
-                const float *vr = qkv + (long)(n_heads + n_kv_heads + kvh) * hd;
-                float *dst = kv_at(r.v, r, kvh, vis - 1, hd);
-                for (int i = lane; i < hd; i += 32) {
-                    float v = __ldcg(vr + i);
-                    vs[j * VS + i] = v;
-                    dst[i] = v;
-                }
+                for (int i = lane; i < hd; i += 32) dst[i] = row[i];
             }
         }
     } else {

@@ -54,10 +54,11 @@ void tern_cuda_set_pdl(tern_cuda *c, int on);
  * start on even blocks stay on mma.sync), 0 mma.sync (the same bits);
  * TERN_CUDA_WGMMA sets it at open. Returns the previous mode. */
 int tern_cuda_set_wgmma(tern_cuda *c, int mode);
-/* One-row bf16 products: 0 the register-buffered kernel, 2, 3 (the
- * default) or 4 the kernel with x prepared once per block, that many blocks
- * a multiprocessor (the same bits); TERN_CUDA_SKX sets it at open. Returns
- * the previous mode. */
+/* One-row bf16 products: 0 the register-buffered kernel, 2, 3 or 4 the
+ * kernel with x prepared once per block, that many blocks a multiprocessor,
+ * 5 (the default) that kernel with the one-matrix products at 2 blocks and
+ * twice the loads in flight, gate/up at 3 (the same bits); TERN_CUDA_SKX
+ * sets it at open. Returns the previous mode. */
 int tern_cuda_set_sk_x(tern_cuda *c, int mode);
 /* The decode attention's fold: for calls of more than n splits (n > 0) a
  * launch of its own, one block per (query, head); else (and for n = 0) the

@@ -52,9 +52,9 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     /* One-row products with x prepared once per block (0 the
      * register-buffered kernel, the same bits): 3 blocks a multiprocessor,
      * H200, Qwen3-8B shape, decode 4.87-4.88 against 4.98-4.99 ms a token
-     * (2 blocks: 4.95, 4 blocks: 5.70); 5 (the default) the same but o and
-     * down at 2 blocks with twice the loads in flight, 4.70-4.72 against
-     * 4.79-4.82 at 3 (mma_skinny.cu). */
+     * (2 blocks: 4.95, 4 blocks: 5.70); 5 (the default) the same but the
+     * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
+     * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
     c->fold_splits = fs ? atoi(fs) : 32;

@@ -392,16 +392,17 @@ template <bool LO, int NMAT, bool NORM>
 static tern_status sk_rows(tern_cuda *c, const sk_args &a)
 {
     if (a.M == 1 && c->sk_x >= 2 && sx_smem(a.K) <= SX_MAX_SMEM) {
-        /* 5 (the default): the products without a folded norm (o, down:
-         * 512 tiles at the Qwen3-8B shape, 256 blocks of 2) and those of
-         * many tiles (the head) load batches of 8 blocks at 2 blocks a
-         * multiprocessor (twice the bytes in flight a warp), the others as
-         * at 3 (H200, Qwen3-8B shape: decode 4.699-4.723 against
-         * 4.785-4.822 ms a token with all at 3; the head with the norm
-         * folded 285.8 against 315.1 us; every product so, gate/up in
-         * batches of 4: 4.776-4.798 ms). */
+        /* 5 (the default): the one-matrix products (o, down: 512 tiles at
+         * the Qwen3-8B shape, 256 blocks of 2; q/k/v with its norm folded;
+         * the head) load batches of 8 blocks at 2 blocks a multiprocessor
+         * (twice the bytes in flight a warp), gate/up at 3 (H200, Qwen3-8B
+         * shape: decode 4.699-4.723 against 4.785-4.822 ms a token with all
+         * at 3; the head with the norm folded 285.8 against 315.1 us; the
+         * folded q/k/v 16.4-16.6 against 17.2-17.3 us at 3, decode
+         * 4.683-4.697 against 4.704-4.725 ms; gate/up too, in batches of
+         * 4: 4.776-4.798 ms). */
         if (c->sk_x == 5) {
-            if (NMAT == 1 && (!NORM || a.N >= 32768)) return sx_launch<LO, NMAT, NORM, 2, 8>(c, a);
+            if (NMAT == 1) return sx_launch<LO, NMAT, NORM, 2, 8>(c, a);
             return sx_launch<LO, NMAT, NORM, 3>(c, a);
         }
         if (c->sk_x == 4) return sx_launch<LO, NMAT, NORM, 4>(c, a);

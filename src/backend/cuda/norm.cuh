@@ -109,6 +109,23 @@ __device__ __forceinline__ void norm_rope_into(const float *v, float *b, int hea
     }
 }
 
+/* norm_rope_into's arithmetic on a head already in shared memory b, in
+ * place: w the norm weight as float32 (weight_at's values; NULL: no norm),
+ * cs the table row (rope_dim / 2 cosines, then the sines), both in shared
+ * memory; the same bits. */
+__device__ __forceinline__ void norm_rope_smem(float *b, int head_dim, int rope_dim, const float *w, float eps,
+                                               const float *cs, int lane)
+{
+    if (w) {
+        float inv = rms_inv(warp_sumsq<true>(b, head_dim, lane), head_dim, eps);
+        for (int i = lane; i < head_dim; i += 32) b[i] = __fmul_rn(__fmul_rn(b[i], inv), w[i]);
+    }
+    __syncwarp();
+    int half = rope_dim / 2;
+    for (int i = lane; i < half; i += 32) rope_pair(b, i, half, cs);
+    __syncwarp();
+}
+
 /* norm_rope_into, then the write back to v and, when dst is set, to dst as
  * well. */
 __device__ __forceinline__ void norm_rope_head(float *v, float *b, float *dst, int head_dim, int rope_dim,
