@@ -99,7 +99,9 @@ for ph in "$@"; do
     [ -n "$N" ] || { echo "no ncu on this machine"; continue; }
     NS="--clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
     # prefill 512: one layer's attention (tiled + fold; NCU_ATTN=1); then the first decode pass's kernels (skipped: the prefill's 36 rope kernels and its head, one-row)
-    [ -n "${NCU_ATTN:-}" ] && timeout 240 "$N" $NS -k regex:'attn_tiled|attn_fold' -c 2 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 2 --reps 1 >"$OUT/ncu_attn.txt" 2>&1; echo "rc=$?"
+    if [ -n "${NCU_ATTN:-}" ]; then
+      timeout 240 "$N" $NS -k regex:'attn_tiled|attn_fold' -c 2 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 2 --reps 1 >"$OUT/ncu_attn.txt" 2>&1; echo "rc=$?"
+    fi
     timeout 240 "$N" $NS -k regex:'sk_one|mma_skinny|attn_split|qkv_rope' --launch-skip 37 -c 6 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 2 --reps 1 >"$OUT/ncu_decode.txt" 2>&1; echo "rc=$?"
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Block Size|Grid Size|Stall|Warp Cycles Per Issued|L2 Cache Throughput|Mem Busy|Max Bandwidth" "$OUT/ncu_decode.txt" | cut -c1-120 | head -90 ;;
   prof) TERN_CUDA_PROF=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 128 --reps 1 2>&1 | tail -14

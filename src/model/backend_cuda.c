@@ -1,5 +1,6 @@
 /* The CUDA backend of the family forward (backend.h), over the ops of
- * src/backend/cuda/cuda.h.
+ * src/backend/cuda/cuda.h: the per-pass ops, the decode passes' graphs and
+ * the profile (the load and unload: backend_cuda_load.c).
  *
  * At load every weight is uploaded once (q, k and v of a layer as one
  * [q + 2 kv, H] matrix, so the prologue is one product) and the rope table
@@ -14,94 +15,15 @@
  * quantized weights, head_dim other than 16 / 32 / 64 / 128 / 256, more than
  * 8 query heads per KV head, widths that are not multiples of 8. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/ops.h"
 #include "backend/cuda/cuda.h"
 #include "core/clock.h"
 #include "core/exec.h"
-#include "model/backend.h"
+#include "model/backend_cuda_model.h"
 
-enum { FOLD_GATE_UP = 1, FOLD_QKV = 2 };
-enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_O, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_SUMMARY, PROF_COPY,
-       PROF_CLASSES };
-static const char *const prof_names[PROF_CLASSES] = {"embed", "qkv+norm+rope+store", "attention", "o (+residual)",
-                                                     "gate_up+norm", "down (+residual)", "final norm+lm_head",
-                                                     "summary", "copy-out"};
-
-enum { G_EAGER, G_CAPTURE, G_REPLAY, GRAPH_SLOTS = 8, GRAPH_SIG = 6 };
-typedef struct {
-    int T, nr, n_out, max_len;      /* the key */
-    const void *sig[GRAPH_SIG];     /* buffers the capture's kernels address */
-    int seen;
-    unsigned long used;
-    tern_cuda_graph *g;             /* owned */
-} graph_slot;
-
-typedef struct {
-    void *qkv;              /* [qd + 2 kvd, H] */
-    void *bias;             /* qwen2: [qd + 2 kvd] (q, k, v biases), or NULL */
-    float *attn_nw, *ffn_nw;   /* the norm weights as float32 [H] (folded into the products) */
-} dev_layer;
-
-/* A growable device buffer. */
-typedef struct {
-    void *d;
-    size_t bytes;
-} dbuf;
-
-typedef struct {
-    tern_cuda *c;           /* borrowed from the exec */
-    void *arena;            /* owned: every weight */
-    size_t arena_bytes;
-    dev_layer *layers;      /* owned, n_layers */
-    float *d_rope;          /* in arena: [n_rope, rope_dim] */
-    dbuf norm_tmp;          /* tern_cuda_norm_tmp_bytes(H) */
-    int n_rope;             /* positions the table covers */
-    /* per pass */
-    void *h_stage;          /* owned pinned host staging, stage_cap bytes */
-    size_t stage_cap;
-    dbuf stage;             /* the staging blob on the device */
-    dbuf part, count, logits, bias;
-    dbuf sum_tmp, sum_count, sum_out;   /* sampling summaries: scratch, counters (zeroed), results */
-    tern_cuda_lsum *h_sum;  /* owned pinned host copy of the results, sum_cap entries */
-    int sum_cap;
-    int32_t *d_ids, *d_tok_row, *d_want, *d_zero;
-    tern_cuda_attn_row *d_rows;   /* [n_layers][nr] */
-    int nr, max_len;
-    /* TERN_CUDA_STATS: passes, host and device seconds (from begin to the
-     * copy-out), printed at unload, for decode passes (one token a row) and
-     * the others. */
-    int act_bf16;           /* TERN_CUDA_ACT=bf16 */
-    int attn_fuse;          /* TERN_CUDA_ATTN_FUSE (default 0), see attn_fused */
-    int tiled_attn;         /* TERN_CUDA_ATTN_TILED (default 1), see cuda_attention */
-    int fuse;               /* which norms are folded into the products (TERN_CUDA_FUSE bits, see load) */
-    /* TERN_CUDA_PROF=1: an event after each op of a pass, the time between
-     * events summed per class of op, printed at unload for decode passes and
-     * the others. */
-    /* Decode passes (one token a row) as CUDA graphs keyed by shape: the
-     * second pass of a shape is captured, later ones replay it (begin
-     * launches it; the layer ops return at once; head runs eagerly after
-     * it). TERN_CUDA_GRAPH=0: off. */
-    int graph_on, gmode, gslot;
-    unsigned long gclock;
-    graph_slot gs[GRAPH_SLOTS];
-    int prof, prof_n, prof_cls[4096];
-    double prof_ms[2][PROF_CLASSES]; /* [0] other passes, [1] decode passes */
-    long prof_passes[2];
-    int stats;
-    double t_begin, host_s[2], dev_s[2];
-    long passes[2];
-    int decode;
-} cuda_model;
-
-static cuda_model *cm(const tern_model *m) { return m->dev; }
-static const tern_backend_vt cuda_no_summary;
-
-/* Ends a capture an earlier pass left open (an op failed in it). */
-static void graph_abandon(cuda_model *d)
+void cuda_graph_abandon(cuda_model *d)
 {
     if (d->gmode == G_CAPTURE) {
         tern_cuda_graph *g = NULL;
@@ -192,9 +114,7 @@ static tern_cuda_act act(const tern_model *m)
     return m->act_mode == TERN_ACT_BF16 && cm(m)->act_bf16 ? TERN_CUDA_ACT_BF16 : TERN_CUDA_ACT_F32;
 }
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
-static tern_status dbuf_reserve(tern_cuda *c, dbuf *b, size_t bytes, int zero)
+tern_status cuda_dbuf_reserve(tern_cuda *c, dbuf *b, size_t bytes, int zero)
 {
     if (bytes <= b->bytes) return TERN_OK;
     size_t cap = b->bytes * 2 > bytes ? b->bytes * 2 : bytes;
@@ -209,252 +129,6 @@ static tern_status dbuf_reserve(tern_cuda *c, dbuf *b, size_t bytes, int zero)
     b->d = d;
     b->bytes = cap;
     return TERN_OK;
-}
-
-/* ---- load: checks and upload ----------------------------------------- */
-
-static int float_dt(tern_dtype dt) { return dt == TERN_DT_F32 || dt == TERN_DT_F16 || dt == TERN_DT_BF16; }
-
-/* l < 0: a weight outside the layers. */
-static tern_status check_weight(const tern_weight *w, const char *what, int l)
-{
-    if (!w->data) return TERN_OK;
-    char where[48] = "";
-    if (l >= 0) snprintf(where, sizeof where, "layer %d ", l);
-    if (!float_dt(w->dt))
-        return tern_error(TERN_E_UNSUPPORTED,
-                          "cuda: %s%s is %s; the CUDA backend runs F32 / F16 / BF16 weights only (use --device cpu "
-                          "for quantized checkpoints)",
-                          where, what, tern_dtype_name(w->dt));
-    if (w->layout != TERN_WL_ROWS) return tern_error(TERN_E_INTERNAL, "cuda: %s%s is not in rows", where, what);
-    return TERN_OK;
-}
-
-static tern_status check_model(const tern_model *m)
-{
-    const tern_model_config *c = &m->cfg;
-    int hd = c->head_dim;
-    if (c->arch == TERN_ARCH_QWEN3_MOE)
-        return tern_error(TERN_E_UNSUPPORTED, "cuda: %s (mixture of experts) does not run on the CUDA backend yet; use "
-                                              "--device cpu", c->model_type);
-    if (hd != 16 && hd != 32 && hd != 64 && hd != 128 && hd != 256)
-        return tern_error(TERN_E_UNSUPPORTED, "cuda: head_dim %d (the CUDA attention takes 16, 32, 64, 128 or 256)", hd);
-    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads || c->n_heads / c->n_kv_heads > 8)
-        return tern_error(TERN_E_UNSUPPORTED, "cuda: %d query heads over %d KV heads (at most 8 per KV head)",
-                          c->n_heads, c->n_kv_heads);
-    if (c->hidden % 8 || c->ffn % 8 || (c->n_heads * hd) % 8)
-        return tern_error(TERN_E_UNSUPPORTED, "cuda: hidden %d / ffn %d / q width %d must be multiples of 8", c->hidden,
-                          c->ffn, c->n_heads * hd);
-    for (int l = 0; l < c->n_layers; l++) {
-        const tern_layer *L = &m->layers[l];
-        tern_status st;
-        if ((L->bq.data || L->bk.data || L->bv.data) &&
-            (!L->bq.data || !L->bk.data || !L->bv.data || L->bq.dt != L->bk.dt || L->bq.dt != L->bv.dt))
-            return tern_error(TERN_E_UNSUPPORTED, "cuda: layer %d has biases on some of q/k/v only, or of mixed dtypes", l);
-        if ((st = check_weight(&L->wq, "q_proj", l)) || (st = check_weight(&L->wk, "k_proj", l)) ||
-            (st = check_weight(&L->wv, "v_proj", l)) || (st = check_weight(&L->wo, "o_proj", l)) ||
-            (st = check_weight(&L->mlp.gate, "gate_proj", l)) || (st = check_weight(&L->mlp.up, "up_proj", l)) ||
-            (st = check_weight(&L->mlp.down, "down_proj", l)) || (st = check_weight(&L->attn_norm, "input norm", l)) ||
-            (st = check_weight(&L->ffn_norm, "post-attention norm", l)) ||
-            (st = check_weight(&L->q_norm, "q_norm", l)) || (st = check_weight(&L->k_norm, "k_norm", l)) ||
-            (st = check_weight(&L->bq, "q bias", l)))
-            return st;
-        if (L->wq.dt != L->wk.dt || L->wq.dt != L->wv.dt || L->mlp.gate.dt != L->mlp.up.dt ||
-            (c->qk_norm && L->q_norm.dt != L->k_norm.dt))
-            return tern_error(TERN_E_UNSUPPORTED, "cuda: layer %d mixes weight dtypes within q/k/v or gate/up", l);
-    }
-    tern_status st = check_weight(&m->embed, "embed_tokens", -1);
-    if (!st) st = check_weight(&m->lm_head, "lm_head", -1);
-    if (!st) st = check_weight(&m->final_norm, "final norm", -1);
-    return st;
-}
-
-static size_t wbytes(const tern_weight *w)
-{
-    return w->data ? (size_t)w->rows * (size_t)w->cols * tern_dtype_size(w->dt) : 0;
-}
-
-/* Places w (or the concatenation of ws) at *off in the arena and uploads it. */
-static tern_status put(cuda_model *d, size_t *off, const tern_weight *w, const void **dev)
-{
-    size_t n = wbytes(w);
-    *dev = NULL;
-    if (!n) return TERN_OK;
-    char *at = (char *)d->arena + *off;
-    *off += align256(n);
-    *dev = at;
-    return tern_cuda_upload(d->c, at, w->data, n);
-}
-
-static size_t arena_need(const tern_model *m, int n_rope)
-{
-    const tern_model_config *c = &m->cfg;
-    size_t n = align256((size_t)n_rope * (size_t)c->rope_dim * sizeof(float));
-    for (int l = 0; l < c->n_layers; l++) {
-        const tern_layer *L = &m->layers[l];
-        const tern_weight *ws[] = {&L->attn_norm, &L->q_norm, &L->k_norm, &L->wo, &L->ffn_norm,
-                                   &L->mlp.gate,  &L->mlp.up, &L->mlp.down};
-        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) n += align256(wbytes(ws[i]));
-        n += align256(wbytes(&L->wq) + wbytes(&L->wk) + wbytes(&L->wv));
-        n += align256(wbytes(&L->bq) + wbytes(&L->bk) + wbytes(&L->bv));
-    }
-    n += align256(wbytes(&m->embed)) + align256(wbytes(&m->final_norm));
-    n += (size_t)(2 * c->n_layers) * align256((size_t)c->hidden * sizeof(float));
-    if (!m->head_is_embed || m->lm_head.data != m->embed.data) n += align256(wbytes(&m->lm_head));
-    return n;
-}
-
-static tern_status upload_rope(const tern_model *m, cuda_model *d, size_t *off)
-{
-    const tern_model_config *c = &m->cfg;
-    size_t row = (size_t)c->rope_dim;
-    d->d_rope = (float *)((char *)d->arena + *off);
-    *off += align256((size_t)d->n_rope * row * sizeof(float));
-    enum { CHUNK = 4096 };
-    float *cs = malloc(CHUNK * row * sizeof *cs);
-    int *pos = malloc(CHUNK * sizeof *pos);
-    tern_status st = cs && pos ? TERN_OK : tern_error(TERN_E_NOMEM, "cuda: out of memory");
-    for (int p0 = 0; !st && p0 < d->n_rope; p0 += CHUNK) {
-        int n = d->n_rope - p0 < CHUNK ? d->n_rope - p0 : CHUNK;
-        for (int i = 0; i < n; i++) pos[i] = p0 + i;
-        tern_cpu_rope_table(n, c->rope_dim, pos, c->inv_freq, c->rope_attn_factor, cs);
-        st = tern_cuda_upload(d->c, d->d_rope + (size_t)p0 * row, cs, (size_t)n * row * sizeof *cs);
-    }
-    free(cs);
-    free(pos);
-    return st;
-}
-
-/* A norm weight (F32 / F16 / BF16, [n]) uploaded as float32. */
-static tern_status upload_f32(cuda_model *d, float *at, const tern_weight *w, int n)
-{
-    float *f = malloc((size_t)n * sizeof *f);
-    if (!f) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
-    tern_cpu_to_f32(w->data, w->dt, n, f);
-    tern_status st = tern_cuda_upload(d->c, at, f, (size_t)n * sizeof *f);
-    free(f);
-    return st;
-}
-
-void tern_backend_cuda_unload(tern_model *m)
-{
-    cuda_model *d = cm(m);
-    if (!d) return;
-    for (int j = 0; d->prof && j < 2; j++) {
-        if (!d->prof_passes[j]) continue;
-        double tot = 0;
-        for (int k = 0; k < PROF_CLASSES; k++) tot += d->prof_ms[j][k];
-        fprintf(stderr, "cuda profile: %ld %s passes, %.1f us each between the first and last event:\n",
-                d->prof_passes[j], j ? "decode" : "other", 1e3 * tot / d->prof_passes[j]);
-        for (int k = 0; k < PROF_CLASSES; k++)
-            fprintf(stderr, "  %-22s %9.1f us\n", prof_names[k], 1e3 * d->prof_ms[j][k] / d->prof_passes[j]);
-    }
-    for (int k = 0; d->stats && k < 2; k++)
-        if (d->passes[k])
-            fprintf(stderr, "cuda stats: %ld %s passes, %.3f ms host / %.3f ms device each\n", d->passes[k],
-                    k ? "decode" : "other", 1e3 * d->host_s[k] / d->passes[k], 1e3 * d->dev_s[k] / d->passes[k]);
-    graph_abandon(d);
-    for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
-    tern_cuda_free(d->c, d->arena);
-    tern_cuda_free(d->c, d->stage.d);
-    tern_cuda_free(d->c, d->part.d);
-    tern_cuda_free(d->c, d->count.d);
-    tern_cuda_free(d->c, d->logits.d);
-    tern_cuda_free(d->c, d->bias.d);
-    tern_cuda_free(d->c, d->sum_tmp.d);
-    tern_cuda_free(d->c, d->norm_tmp.d);
-    tern_cuda_free(d->c, d->sum_count.d);
-    tern_cuda_free(d->c, d->sum_out.d);
-    tern_cuda_host_free(d->c, d->h_sum);
-    tern_cuda_host_free(d->c, d->h_stage);
-    free(d->layers);
-    free(d);
-    m->dev = NULL;
-}
-
-tern_status tern_backend_cuda_load(tern_model *m)
-{
-    const tern_model_config *c = &m->cfg;
-    tern_status st = check_model(m);
-    if (st) return st;
-    cuda_model *d = calloc(1, sizeof *d);
-    if (!d || !(d->layers = calloc((size_t)c->n_layers, sizeof *d->layers))) {
-        free(d);
-        return tern_error(TERN_E_NOMEM, "cuda: out of memory");
-    }
-    d->c = m->exec->cuda;
-    d->stats = getenv("TERN_CUDA_STATS") != NULL;
-    const char *a = getenv("TERN_CUDA_ACT");
-    d->act_bf16 = a && !strcmp(a, "bf16");
-    const char *fz = getenv("TERN_CUDA_FUSE");
-    /* Bits: 1 the gate/up products (each warp's x loads serve two weight
-     * rows: folded, 50 us against 55 + 4 for the norm kernel at the
-     * Qwen3-8B shape), 2 the q/k/v product (with x prepared once per block
-     * and the product at 2 blocks a multiprocessor, mma_skinny.cu: decode
-     * 4.683-4.697 against 4.717-4.720 ms a token unfolded, prefill 512
-     * 27.43-27.51 against 27.25-27.30 ms; with the earlier one-row kernel,
-     * one weight row per warp, it cost more than it saved, 19 against
-     * 14 + 4 us). */
-    d->fuse = fz ? atoi(fz) : FOLD_GATE_UP | FOLD_QKV;
-    const char *af = getenv("TERN_CUDA_ATTN_FUSE");
-    d->attn_fuse = af && !strcmp(af, "1");
-    const char *at = getenv("TERN_CUDA_ATTN_TILED");
-    d->tiled_attn = !at || strcmp(at, "0");
-    d->prof = getenv("TERN_CUDA_PROF") != NULL;
-    const char *gr = getenv("TERN_CUDA_GRAPH");
-    d->graph_on = !gr || strcmp(gr, "0");
-    m->dev = d;
-    /* Every position the model takes; a longer context is refused per pass. */
-    d->n_rope = c->max_pos > 0 && c->max_pos < (1 << 20) ? c->max_pos : (1 << 20);
-    d->arena_bytes = arena_need(m, d->n_rope);
-    if ((st = tern_cuda_alloc(d->c, d->arena_bytes, &d->arena))) goto fail;
-    size_t off = 0;
-    if ((st = upload_rope(m, d, &off))) goto fail;
-    for (int l = 0; l < c->n_layers; l++) {
-        tern_layer *L = &m->layers[l];
-        tern_weight *ws[] = {&L->attn_norm, &L->q_norm, &L->k_norm, &L->wo, &L->ffn_norm,
-                             &L->mlp.gate,  &L->mlp.up, &L->mlp.down};
-        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
-            if ((st = put(d, &off, ws[i], &ws[i]->dev))) goto fail;
-        /* q, k, v rows one after the other: one [qd + 2 kvd, H] matrix. */
-        char *at = (char *)d->arena + off;
-        size_t nq = wbytes(&L->wq), nk = wbytes(&L->wk), nv = wbytes(&L->wv);
-        off += align256(nq + nk + nv);
-        d->layers[l].qkv = at;
-        if ((st = tern_cuda_upload(d->c, at, L->wq.data, nq)) || (st = tern_cuda_upload(d->c, at + nq, L->wk.data, nk)) ||
-            (st = tern_cuda_upload(d->c, at + nq + nk, L->wv.data, nv)))
-            goto fail;
-        if (L->bq.data) {
-            at = (char *)d->arena + off;
-            nq = wbytes(&L->bq), nk = wbytes(&L->bk), nv = wbytes(&L->bv);
-            off += align256(nq + nk + nv);
-            d->layers[l].bias = at;
-            if ((st = tern_cuda_upload(d->c, at, L->bq.data, nq)) ||
-                (st = tern_cuda_upload(d->c, at + nq, L->bk.data, nk)) ||
-                (st = tern_cuda_upload(d->c, at + nq + nk, L->bv.data, nv)))
-                goto fail;
-        }
-    }
-    if ((st = put(d, &off, &m->embed, &m->embed.dev)) || (st = put(d, &off, &m->final_norm, &m->final_norm.dev)))
-        goto fail;
-    if (m->head_is_embed && m->lm_head.data == m->embed.data) m->lm_head.dev = m->embed.dev;
-    else if ((st = put(d, &off, &m->lm_head, &m->lm_head.dev))) goto fail;
-    for (int l = 0; l < c->n_layers && !st; l++) {
-        const tern_weight *ws[2] = {&m->layers[l].attn_norm, &m->layers[l].ffn_norm};
-        for (int k = 0; k < 2 && !st; k++) {
-            float *at = (float *)((char *)d->arena + off);
-            off += align256((size_t)c->hidden * sizeof(float));
-            *(k ? &d->layers[l].ffn_nw : &d->layers[l].attn_nw) = at;
-            st = upload_f32(d, at, ws[k], c->hidden);
-        }
-    }
-    if (st || (st = dbuf_reserve(d->c, &d->norm_tmp, tern_cuda_norm_tmp_bytes(c->hidden), 0))) goto fail;
-    const char *sm = getenv("TERN_CUDA_SUMMARY");
-    m->bk = sm && !strcmp(sm, "0") ? &cuda_no_summary : &tern_backend_cuda;
-    return tern_cuda_sync(d->c);
-fail:
-    tern_backend_cuda_unload(m);
-    return st;
 }
 
 /* ---- per-pass ops ------------------------------------------------------ */
@@ -527,7 +201,7 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     size_t o_tab = o_rows + align256((size_t)L * nr * sizeof(tern_cuda_attn_row));
     size_t total = o_tab + (size_t)ntab * 4;
     /* The last pass's upload has been read before its staging is rewritten. */
-    graph_abandon(d);
+    cuda_graph_abandon(d);
     tern_status st = tern_cuda_sync(d->c);
     if (st) return st;
     d->decode = T == b->n_rows;
@@ -543,7 +217,7 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
         d->h_stage = h;
         d->stage_cap = total * 2;
     }
-    if ((st = dbuf_reserve(d->c, &d->stage, total, 0))) return st;
+    if ((st = cuda_dbuf_reserve(d->c, &d->stage, total, 0))) return st;
     char *h = d->h_stage, *dv = d->stage.d;
     int32_t *ids = (int32_t *)(h + o_ids), *tok = (int32_t *)(h + o_tok), *want = (int32_t *)(h + o_want);
     int32_t *tab = (int32_t *)(h + o_tab);
@@ -590,10 +264,10 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
      * 2) floats: gigabytes for a prefill chunk at a long context, which the
      * tiled kernel does not need) */
     if (!attn_tiled(m, p) &&
-        ((st = dbuf_reserve(d->c, &d->part, tern_cuda_attention_tmp_bytes(T, max_len, c->n_heads, hd), 0)) ||
-         (st = dbuf_reserve(d->c, &d->count, tern_cuda_attention_count_bytes(T, c->n_kv_heads), 1))))
+        ((st = cuda_dbuf_reserve(d->c, &d->part, tern_cuda_attention_tmp_bytes(T, max_len, c->n_heads, hd), 0)) ||
+         (st = cuda_dbuf_reserve(d->c, &d->count, tern_cuda_attention_count_bytes(T, c->n_kv_heads), 1))))
         return st;
-    if ((st = dbuf_reserve(d->c, &d->logits, (size_t)(p->n_out > 0 ? p->n_out : 1) * c->vocab * sizeof(float), 0)))
+    if ((st = cuda_dbuf_reserve(d->c, &d->logits, (size_t)(p->n_out > 0 ? p->n_out : 1) * c->vocab * sizeof(float), 0)))
         return st;
     int no = p->n_out > 0 ? p->n_out : 1;
     if (p->sum && (no > d->sum_cap)) {
@@ -603,12 +277,12 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
         d->h_sum = hs;
         d->sum_cap = no * 2;
     }
-    if (p->sum && ((st = dbuf_reserve(d->c, &d->sum_tmp, tern_cuda_summary_tmp_bytes(no, c->vocab), 0)) ||
-                   (st = dbuf_reserve(d->c, &d->sum_count, tern_cuda_summary_count_bytes(no), 1)) ||
-                   (st = dbuf_reserve(d->c, &d->sum_out, (size_t)no * sizeof(tern_cuda_lsum), 0))))
+    if (p->sum && ((st = cuda_dbuf_reserve(d->c, &d->sum_tmp, tern_cuda_summary_tmp_bytes(no, c->vocab), 0)) ||
+                   (st = cuda_dbuf_reserve(d->c, &d->sum_count, tern_cuda_summary_count_bytes(no), 1)) ||
+                   (st = cuda_dbuf_reserve(d->c, &d->sum_out, (size_t)no * sizeof(tern_cuda_lsum), 0))))
         return st;
     if (d->layers[0].bias &&
-        (st = dbuf_reserve(d->c, &d->bias, (size_t)T * (c->n_heads + 2 * c->n_kv_heads) * hd * sizeof(float), 0)))
+        (st = cuda_dbuf_reserve(d->c, &d->bias, (size_t)T * (c->n_heads + 2 * c->n_kv_heads) * hd * sizeof(float), 0)))
         return st;
     if ((st = prof(d, PROF_COPY, tern_cuda_upload_async(d->c, dv, h, total)))) return st;
     return graph_start(m, p);
@@ -807,6 +481,4 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
      .matmul_add = cuda_matmul_add, .gate_up = cuda_gate_up, .norm_gate_up = cuda_norm_gate_up, .qkv = cuda_qkv,     \
      .attention = cuda_attention, .head = cuda_head}
 const tern_backend_vt tern_backend_cuda = CUDA_VT(1);
-/* TERN_CUDA_SUMMARY=0: the same without sampling summaries (every logit
- * comes back and the host samples), to compare. */
-static const tern_backend_vt cuda_no_summary = CUDA_VT(0);
+const tern_backend_vt tern_backend_cuda_no_summary = CUDA_VT(0);

@@ -75,10 +75,13 @@ __device__ __forceinline__ float block_rms_inv(const float *x, int d, float eps,
     return red[32];
 }
 
-/* One normalised element: x * inv * w, rounded as the CPU's rmsnorm. */
+/* One normalised element: x * inv * w, rounded as the CPU's rmsnorm (w
+ * the weight as float32). */
+__device__ __forceinline__ float rms_scale(float x, float inv, float w) { return __fmul_rn(__fmul_rn(x, inv), w); }
+
 __device__ __forceinline__ float rms_apply(float x, float inv, const void *w, tern_dtype wdt, int i)
 {
-    return __fmul_rn(__fmul_rn(x, inv), weight_at(w, wdt, i));
+    return rms_scale(x, inv, weight_at(w, wdt, i));
 }
 
 /* Rotates v[0..half) against v[half..2*half) with the row cs of the table. */
@@ -118,7 +121,7 @@ __device__ __forceinline__ void norm_rope_smem(float *b, int head_dim, int rope_
 {
     if (w) {
         float inv = rms_inv(warp_sumsq<true>(b, head_dim, lane), head_dim, eps);
-        for (int i = lane; i < head_dim; i += 32) b[i] = __fmul_rn(__fmul_rn(b[i], inv), w[i]);
+        for (int i = lane; i < head_dim; i += 32) b[i] = rms_scale(b[i], inv, w[i]);
     }
     __syncwarp();
     int half = rope_dim / 2;
