@@ -114,27 +114,6 @@ static tern_cuda_act act(const tern_model *m)
     return m->act_mode == TERN_ACT_BF16 && cm(m)->act_bf16 ? TERN_CUDA_ACT_BF16 : TERN_CUDA_ACT_F32;
 }
 
-/* A one-row product goes to the chain (backend_cuda_chain.c) when the
- * activations are float32 and the chain takes it; queued: *st is the
- * queueing's status. Otherwise the queue is launched first (its status in
- * *st) and the caller launches the product. */
-static int chained(tern_model *m, int M, const tern_cuda_chain_stage *s, tern_status *st)
-{
-    if (act(m) == TERN_CUDA_ACT_F32 && cuda_chain_defer(m, M, s)) {
-        *st = cuda_chain_push(cm(m), s);
-        return 1;
-    }
-    *st = cuda_chain_flush(cm(m));
-    return 0;
-}
-
-/* Ops other than the chain's products launch the queued chain first. */
-#define FLUSH(m)                                                  \
-    do {                                                          \
-        tern_status fst_ = cuda_chain_flush(cm(m));               \
-        if (fst_) return fst_;                                    \
-    } while (0)
-
 tern_status cuda_dbuf_reserve(tern_cuda *c, dbuf *b, size_t bytes, int zero)
 {
     if (bytes <= b->bytes) return TERN_OK;
@@ -223,7 +202,6 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     size_t total = o_tab + (size_t)ntab * 4;
     /* The last pass's upload has been read before its staging is rewritten. */
     cuda_graph_abandon(d);
-    d->npend = 0; /* what a failed pass left queued */
     tern_status st = tern_cuda_sync(d->c);
     if (st) return st;
     d->decode = T == b->n_rows;
@@ -313,14 +291,12 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
 static tern_status cuda_embed(tern_model *m, tern_pass *p, float *x)
 {
     if (REPLAYING(m)) return TERN_OK;
-    FLUSH(m);
     return prof(cm(m), PROF_EMBED, tern_cuda_embed(cm(m)->c, cm(m)->d_ids, p->T, m->embed.dev, m->embed.dt, m->cfg.hidden, x));
 }
 
 static tern_status cuda_rmsnorm(tern_model *m, const float *x, float *y, int n, int d, const tern_weight *w)
 {
     if (REPLAYING(m)) return TERN_OK;
-    FLUSH(m);
     return tern_cuda_rmsnorm(cm(m)->c, x, y, n, d, w->dev, w->dt, m->cfg.rms_eps);
 }
 
@@ -333,7 +309,6 @@ static tern_status mm(tern_model *m, const float *x, int M, const tern_weight *w
 static tern_status cuda_matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
 {
     if (REPLAYING(m)) return TERN_OK;
-    FLUSH(m);
     return mm(m, x, M, w, y, 0);
 }
 
@@ -341,9 +316,6 @@ static tern_status cuda_matmul_add(tern_model *m, const float *x, int M, const t
 {
     if (REPLAYING(m)) return TERN_OK;
     (void)tmp;
-    tern_cuda_chain_stage s = {x, w->cols, w->rows, w->dev, NULL, w->dt, y, 1, NULL};
-    tern_status st;
-    if (chained(m, M, &s, &st) || st) return st;
     return prof(cm(m), w->cols == m->cfg.ffn ? PROF_DOWN : PROF_O, mm(m, x, M, w, y, 1));
 }
 
@@ -351,7 +323,6 @@ static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x
 {
     if (REPLAYING(m)) return TERN_OK;
     (void)u;
-    FLUSH(m);
     return tern_cuda_gate_up(cm(m)->c, act(m), x, M, w->gate.cols, w->gate.dev, w->up.dev, w->gate.dt, w->gate.rows,
                              g);
 }
@@ -372,17 +343,11 @@ static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M
     const tern_model_config *c = &m->cfg;
     const tern_layer *L = &m->layers[l];
     const tern_mlp *w = &L->mlp;
-    tern_status st;
-    if (folded(m, FOLD_GATE_UP)) {
-        tern_cuda_chain_stage s = {x, c->hidden, w->gate.rows, w->gate.dev, w->up.dev, w->gate.dt, g, 0,
-                                   cm(m)->layers[l].ffn_nw};
-        if (chained(m, M, &s, &st) || st) return st;
+    if (folded(m, FOLD_GATE_UP))
         return prof(cm(m), PROF_GATE_UP,
                     tern_cuda_gate_up_norm(cm(m)->c, x, M, c->hidden, cm(m)->layers[l].ffn_nw, c->rms_eps, w->gate.dev,
                                            w->up.dev, w->gate.dt, w->gate.rows, g, cm(m)->norm_tmp.d));
-    }
-    FLUSH(m);
-    st = tern_cuda_rmsnorm(cm(m)->c, x, h, M, c->hidden, L->ffn_norm.dev, L->ffn_norm.dt, c->rms_eps);
+    tern_status st = tern_cuda_rmsnorm(cm(m)->c, x, h, M, c->hidden, L->ffn_norm.dev, L->ffn_norm.dt, c->rms_eps);
     return prof(cm(m), PROF_GATE_UP, st ? st : cuda_gate_up(m, w, h, M, g, u));
 }
 
@@ -397,25 +362,10 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
     const void *qn = c->qk_norm ? L->q_norm.dev : NULL, *kn = c->qk_norm ? L->k_norm.dev : NULL;
     tern_dtype qkdt = c->qk_norm ? L->q_norm.dt : TERN_DT_F32;
     tern_status st;
-    if (folded(m, FOLD_QKV) && !d->layers[l].bias) {
-        /* queued when the pass goes on with the fused attention (the
-         * attention's launch flushes); launched here otherwise */
-        tern_cuda_chain_stage s = {x, c->hidden, ld, d->layers[l].qkv, NULL, L->wq.dt, qkv, 0, d->layers[l].attn_nw};
-        if (chained(m, p->T, &s, &st)) {
-            if (st || attn_fused(m, p)) return prof(d, PROF_QKV, st);
-            FLUSH(m);
-        } else if (st) {
-            return st;
-        } else {
-            st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
-                                       L->wq.dt, ld, qkv, ld, d->norm_tmp.d);
-        }
-    } else if (folded(m, FOLD_QKV)) {
-        FLUSH(m);
+    if (folded(m, FOLD_QKV)) {
         st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
                                    L->wq.dt, ld, qkv, ld, d->norm_tmp.d);
     } else {
-        FLUSH(m);
         st = tern_cuda_rmsnorm(d->c, x, h, p->T, c->hidden, L->attn_norm.dev, L->attn_norm.dt, c->rms_eps);
         if (!st)
             st = tern_cuda_matmul(d->c, act(m), TERN_CUDA_MM_OWN, h, p->T, c->hidden, d->layers[l].qkv, L->wq.dt, ld,
@@ -448,7 +398,6 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
                                    c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, c->rope_dim, d->d_rope};
     const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
     float scale = 1.0f / sqrtf((float)hd);
-    FLUSH(m);
     if (attn_tiled(m, p))
         return prof(d, PROF_ATTN,
                     tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,
@@ -482,8 +431,7 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
     int n = p->n_out, H = c->hidden, V = c->vocab;
-    tern_status st = cuda_chain_flush(d), gst = graph_finish(d);
-    if (!st) st = gst;
+    tern_status st = graph_finish(d);
     int want_lm = logits || p->sum;
     if (st) {
         /* nothing more is queued */

@@ -204,7 +204,6 @@ tern_status tern_backend_cuda_load(tern_model *m)
     const char *at = getenv("TERN_CUDA_ATTN_TILED");
     d->tiled_attn = !at || strcmp(at, "0");
     d->prof = getenv("TERN_CUDA_PROF") != NULL;
-    d->chain_eps = c->rms_eps;
     const char *gr = getenv("TERN_CUDA_GRAPH");
     d->graph_on = !gr || strcmp(gr, "0");
     m->dev = d;

@@ -74,11 +74,6 @@ typedef struct {
     int prof, prof_n, prof_cls[4096];
     double prof_ms[2][PROF_CLASSES]; /* [0] other passes, [1] decode passes */
     long prof_passes[2];
-    /* One-row products queued for a chain (backend_cuda_chain.c): npend of
-     * pend, launched before any other op. */
-    tern_cuda_chain_stage pend[TERN_CUDA_CHAIN_MAX];
-    int npend;
-    float chain_eps;
     int stats;
     double t_begin, host_s[2], dev_s[2];
     long passes[2];
@@ -94,15 +89,6 @@ static inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 tern_status cuda_dbuf_reserve(tern_cuda *c, dbuf *b, size_t bytes, int zero);
 /* Ends a capture an earlier pass left open (an op failed in it). */
 void cuda_graph_abandon(cuda_model *d);
-/* Whether a product of M rows with stage s's weights goes to the chain
- * (one row, the chain kernel takes the weights and K, no profiling). */
-int cuda_chain_defer(tern_model *m, int M, const tern_cuda_chain_stage *s);
-/* Queues s (its pointers borrowed until the flush), launching the queued
- * chain first when it is full. */
-tern_status cuda_chain_push(cuda_model *d, const tern_cuda_chain_stage *s);
-/* Launches the queued products (none: nothing) and empties the queue,
- * failed or not. */
-tern_status cuda_chain_flush(cuda_model *d);
 /* tern_backend_cuda without sampling summaries (TERN_CUDA_SUMMARY=0):
  * every logit comes back and the host samples, to compare. */
 extern const tern_backend_vt tern_backend_cuda_no_summary;

@@ -39,8 +39,5 @@ void ops_attention(void);
 void ops_fused(void);
 void ops_time(void);
 void ops_time_chains(void);
-/* ops_chain.c: the one-row product chain, checked; and timed (--chain). */
-void ops_chain(void);
-void ops_time_chain_kernel(void);
 
 #endif

@@ -150,7 +150,6 @@ int main(int argc, char **argv)
     }
     printf("device: %s\n", tern_cuda_describe(ops_cuda));
     if (chain) {
-        ops_time_chain_kernel();
         ops_time_chains();
     } else if (timing) {
         ops_time();
@@ -159,7 +158,6 @@ int main(int argc, char **argv)
         ops_rows();
         ops_attention();
         ops_fused();
-        ops_chain();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }

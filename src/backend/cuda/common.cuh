@@ -27,8 +27,6 @@ struct tern_cuda {
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
-    int chain;               /* TERN_CUDA_CHAIN: 1 the one-row product chain (mma_chain.cu) launched cooperatively, 2 without that attribute, 3 cooperative with two batches loaded ahead at each barrier, 0 (default) off: slower */
-    unsigned *chain_bar;     /* its grid barrier's two counters (device memory, zero between launches) */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;

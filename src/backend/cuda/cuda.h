@@ -185,29 +185,6 @@ tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int M, int K, 
 tern_status tern_cuda_gate_up_norm(tern_cuda *c, const float *d_x, int M, int K, const float *d_nw, float eps,
                                    const void *d_wg, const void *d_wu, tern_dtype wdt, int F, float *d_h,
                                    float *d_tmp);
-/* A chain of one-row products (M = 1) in one persistent kernel, in order,
- * each free to read what an earlier one wrote (a grid-wide barrier between
- * them): y = x . w^T (+= y with accumulate), or with wu (a SwiGLU pair, w
- * the gate) y = silu(x . w^T) * (x . wu^T); nw (float32 [K], or NULL) folds
- * an RMSNorm of x as tern_cuda_matmul_norm does. Every output has the bits
- * of the same product through tern_cuda_matmul / _norm / tern_cuda_gate_up
- * (_norm). The pointers are borrowed device pointers. Only what
- * tern_cuda_chain_takes accepts (bf16 weights on the tensor-core path, K a
- * multiple of 32 and at most 12288, the chain on: TERN_CUDA_CHAIN). */
-enum { TERN_CUDA_CHAIN_MAX = 4 };
-typedef struct {
-    const float *x;
-    int K, N;
-    const void *w, *wu;
-    tern_dtype wdt;
-    float *y;
-    int accumulate;
-    const float *nw;
-} tern_cuda_chain_stage;
-int tern_cuda_chain_takes(const tern_cuda *c, tern_dtype wdt, int K);
-tern_status tern_cuda_chain(tern_cuda *c, tern_cuda_act act, const tern_cuda_chain_stage *st, int n, float eps);
-/* Turns the chain on or off (TERN_CUDA_CHAIN; returns the old mode). */
-int tern_cuda_set_chain(tern_cuda *c, int mode);
 /* Scratch of both (tiles of more than 4 rows stage x * nw and the row
  * scales there, computed in the kernels' order, then multiply). */
 size_t tern_cuda_norm_tmp_bytes(int K);

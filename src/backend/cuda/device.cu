@@ -69,14 +69,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
         tern_cuda_close(c);
         return cuda_fail(e, "creating the stream");
     }
-    const char *ch = getenv("TERN_CUDA_CHAIN");
-    c->chain = ch ? atoi(ch) : 0;
-    if ((e = cudaMalloc((void **)&c->chain_bar, 2 * sizeof(unsigned))) != cudaSuccess ||
-        (e = cudaMemset(c->chain_bar, 0, 2 * sizeof(unsigned))) != cudaSuccess) {
-        c->chain_bar = NULL;
-        tern_cuda_close(c);
-        return cuda_fail(e, "the chain's barrier");
-    }
     *out = c;
     return TERN_OK;
 }
@@ -91,7 +83,6 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
-    if (c->chain_bar) cudaFree(c->chain_bar);
     free(c);
 }
 
@@ -106,13 +97,6 @@ extern "C" int tern_cuda_set_fold_splits(tern_cuda *c, int n)
 {
     int was = c->fold_splits;
     c->fold_splits = n;
-    return was;
-}
-
-extern "C" int tern_cuda_set_chain(tern_cuda *c, int mode)
-{
-    int was = c->chain;
-    c->chain = mode;
     return was;
 }
 
