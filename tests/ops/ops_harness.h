@@ -39,5 +39,8 @@ void ops_attention(void);
 void ops_fused(void);
 void ops_time(void);
 void ops_time_chains(void);
+/* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
+void ops_pair(void);
+void ops_time_pair(void);
 
 #endif

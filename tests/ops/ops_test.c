@@ -150,6 +150,7 @@ int main(int argc, char **argv)
     }
     printf("device: %s\n", tern_cuda_describe(ops_cuda));
     if (chain) {
+        ops_time_pair();
         ops_time_chains();
     } else if (timing) {
         ops_time();
@@ -158,6 +159,7 @@ int main(int argc, char **argv)
         ops_rows();
         ops_attention();
         ops_fused();
+        ops_pair();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }

@@ -60,6 +60,11 @@ int tern_cuda_set_wgmma(tern_cuda *c, int mode);
  * twice the loads in flight, gate/up at 3 (the same bits); TERN_CUDA_SKX
  * sets it at open. Returns the previous mode. */
 int tern_cuda_set_sk_x(tern_cuda *c, int mode);
+/* One-row SwiGLU pairs (tern_cuda_gate_up*, M = 1, F a multiple of 4,
+ * mode 5) on the one-matrix one-row kernel over interleaved gate / up
+ * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
+ * setting). */
+int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
 /* The decode attention's fold: for calls of more than n splits (n > 0) a
  * launch of its own, one block per (query, head); else (and for n = 0) the
  * split kernel's last block per (query, kv head) (the same bits);
