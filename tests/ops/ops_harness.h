@@ -20,6 +20,9 @@ void *ops_to_dtype(const float *f, long n, tern_dtype dt);
  * harness on failure: a device that cannot take a few megabytes is broken. */
 void *ops_dev(const void *host, size_t bytes);
 void *ops_dev_zero(size_t bytes);
+/* n elements of dt made on the device, uniform in [-scale, scale) from seed
+ * (tern_cuda_fill_random; owned, tern_cuda_free). */
+void *ops_dev_random(long n, tern_dtype dt, unsigned seed, float scale);
 void ops_get(void *host, const void *d, size_t bytes);
 /* Checks that a tern_status is TERN_OK, recording a failure otherwise. */
 int ops_ok(tern_status st, const char *what);

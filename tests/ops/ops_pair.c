@@ -4,16 +4,8 @@
  * shape. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops_harness.h"
-
-static void *dev_random(long n, tern_dtype dt, unsigned seed, float scale)
-{
-    void *d = ops_dev_zero((size_t)n * tern_dtype_size(dt));
-    ops_ok(tern_cuda_fill_random(ops_cuda, d, n, dt, seed, scale), "fill");
-    return d;
-}
 
 /* h = silu(x . wg^T) * (x . wu^T) for one row, the norm folded when norm. */
 static tern_status pair(int norm, const float *x, int H, const float *nw, const void *wg, const void *wu, int F,
@@ -25,9 +17,9 @@ static tern_status pair(int norm, const float *x, int H, const float *nw, const 
 
 static void pair_case(int H, int F)
 {
-    float *x = dev_random(H, TERN_DT_F32, (unsigned)(H + F), 2.0f), *nw = dev_random(H, TERN_DT_F32, 7, 1.5f);
-    void *wg = dev_random((long)F * H, TERN_DT_BF16, (unsigned)F, 0.05f);
-    void *wu = dev_random((long)F * H, TERN_DT_BF16, (unsigned)F + 1, 0.05f);
+    float *x = ops_dev_random(H, TERN_DT_F32, (unsigned)(H + F), 2.0f), *nw = ops_dev_random(H, TERN_DT_F32, 7, 1.5f);
+    void *wg = ops_dev_random((long)F * H, TERN_DT_BF16, (unsigned)F, 0.05f);
+    void *wu = ops_dev_random((long)F * H, TERN_DT_BF16, (unsigned)F + 1, 0.05f);
     float *h = ops_dev_zero((size_t)F * 4), *tmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(H));
     float *want = malloc((size_t)F * 4), *got = malloc((size_t)F * 4);
     for (int norm = 0; norm < 2; norm++) {
@@ -52,7 +44,7 @@ static void pair_case(int H, int F)
 void ops_pair(void)
 {
     pair_case(4096, 12288); /* the Qwen3-8B shape */
-    pair_case(256, 740);    /* parts of unequal length, F not a multiple of 8 */
+    pair_case(256, 740);    /* F not a multiple of 8: a part-filled last tile in the pair kernel */
     pair_case(2048, 96);
     pair_case(512, 102);    /* F not a multiple of 4: the pair kernel either way */
 }
@@ -64,10 +56,10 @@ void ops_time_pair(void)
     enum { L = 8, REPS = 20, H = 4096, F = 12288 };
     void *wg[L], *wu[L];
     for (int l = 0; l < L; l++) {
-        wg[l] = dev_random((long)F * H, TERN_DT_BF16, 800 + l, 0.05f);
-        wu[l] = dev_random((long)F * H, TERN_DT_BF16, 820 + l, 0.05f);
+        wg[l] = ops_dev_random((long)F * H, TERN_DT_BF16, 800 + l, 0.05f);
+        wu[l] = ops_dev_random((long)F * H, TERN_DT_BF16, 820 + l, 0.05f);
     }
-    float *x = dev_random(H, TERN_DT_F32, 3, 2.0f), *nw = dev_random(H, TERN_DT_F32, 4, 1.5f);
+    float *x = ops_dev_random(H, TERN_DT_F32, 3, 2.0f), *nw = ops_dev_random(H, TERN_DT_F32, 4, 1.5f);
     float *h = ops_dev_zero((size_t)F * 4), *tmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(H));
     for (int r = 0; r < 4; r++) {
         int was = tern_cuda_set_gu_ilv(ops_cuda, r & 1);

@@ -59,6 +59,13 @@ void *ops_dev_zero(size_t bytes)
     return d;
 }
 
+void *ops_dev_random(long n, tern_dtype dt, unsigned seed, float scale)
+{
+    void *d = ops_dev_zero((size_t)n * tern_dtype_size(dt));
+    ops_ok(tern_cuda_fill_random(ops_cuda, d, n, dt, seed, scale), "fill");
+    return d;
+}
+
 void ops_get(void *host, const void *d, size_t bytes)
 {
     if (tern_cuda_download(ops_cuda, host, d, bytes)) die("download");

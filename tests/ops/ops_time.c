@@ -7,12 +7,7 @@
 
 #include "ops_harness.h"
 
-static void *dev_random(long n, tern_dtype dt, unsigned seed)
-{
-    void *d = ops_dev_zero((size_t)n * tern_dtype_size(dt));
-    ops_ok(tern_cuda_fill_random(ops_cuda, d, n, dt, seed, 0.05f), "fill");
-    return d;
-}
+static void *dev_random(long n, tern_dtype dt, unsigned seed) { return ops_dev_random(n, dt, seed, 0.05f); }
 
 /* expr may name i_ (the launch count), e.g. to rotate weight copies. */
 #define TIME_IT(ms, expr)                                              \

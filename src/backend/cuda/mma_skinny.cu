@@ -428,9 +428,10 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
                 /* TERN_CUDA_GU_ILV (default 1): the pair as one matrix of
                  * interleaved rows on the one-matrix kernel (2 blocks,
                  * batches of 8): H200, Qwen3-8B shape, 50.8-51.0 against
-                 * 51.9-52.0 us a pair, decode 4.666-4.677 against 4.720 ms
-                 * a token in the same call (the pair kernel at 2 blocks in
-                 * batches of 4 was slower, 53.2-53.5 us) */
+                 * 51.9-52.0 us a pair in the same run (decode 4.666-4.677
+                 * against 4.720 ms a token in one call, within the spread
+                 * between calls); the pair kernel at 2 blocks in batches
+                 * of 4 was slower, 53.2-53.5 us */
                 sk_args b = a;
                 b.N = 2 * a.N, b.ilv = 1;
                 return sx_launch<LO, 1, NORM, 2, 8>(c, b);
