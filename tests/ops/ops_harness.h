@@ -45,5 +45,6 @@ void ops_time_chains(void);
 /* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
 void ops_pair(void);
 void ops_time_pair(void);
+void ops_timeline(void);
 
 #endif

@@ -200,4 +200,20 @@ void ops_linear(void)
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
         tern_cuda_set_sk_x(ops_cuda, was);
     }
+    /* K = 16384: 64 KiB of x in the one-row kernel's shared memory */
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
+    /* The one-row kernel's tiles handed out as blocks ask (TERN_CUDA_SKDYN):
+     * more tiles than blocks (a wave is 2 blocks a multiprocessor), so
+     * blocks take several; rows alone against the batched kernels, bit for
+     * bit, launch after launch on the same counters (one left unzeroed
+     * would skip tiles of the next launch). */
+    int dyn_was = tern_cuda_set_sk_dyn(ops_cuda, 1);
+    printf("(one-row kernel: tiles handed out as blocks ask)\n");
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 12288, 0);
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 3, 1024, 5000, 0);
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1); /* a tile a block */
+    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
+    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 1024, 3000);
+    tern_cuda_set_sk_dyn(ops_cuda, dyn_was);
 }

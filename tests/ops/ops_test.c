@@ -2,7 +2,8 @@
  * (src/backend/cpu), with the tolerance of each case printed beside its
  * error, plus bit-identity checks for batch invariance. `ops_test --time`
  * prints kernel timings instead (Qwen3-8B shapes), `--chain` only the
- * decode layer's products in sequence under the one-row kernel's modes.
+ * decode layer's products in sequence under the one-row kernel's modes,
+ * `--timeline` those products block by block (ops_timeline.c).
  *
  * Without a usable CUDA device it prints "skipped: <reason>" and exits 0.
  * Exit status 1 when any case fails. */
@@ -147,8 +148,9 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
     int timing = argc > 1 && !strcmp(argv[1], "--time"), chain = argc > 1 && !strcmp(argv[1], "--chain");
-    if (argc > 1 && !timing && !chain) {
-        fprintf(stderr, "usage: ops_test [--time | --chain]\n");
+    int timeline = argc > 1 && !strcmp(argv[1], "--timeline");
+    if (argc > 1 && !timing && !chain && !timeline) {
+        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline]\n");
         return 2;
     }
     if (tern_cuda_open(0, &ops_cuda) != TERN_OK) {
@@ -156,7 +158,9 @@ int main(int argc, char **argv)
         return 0;
     }
     printf("device: %s\n", tern_cuda_describe(ops_cuda));
-    if (chain) {
+    if (timeline) {
+        ops_timeline();
+    } else if (chain) {
         ops_time_pair();
         ops_time_chains();
     } else if (timing) {

@@ -65,6 +65,21 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
+/* One-row products hand out each block's tiles past its first in the
+ * order the blocks ask for them (1; TERN_CUDA_SKDYN) or block b takes
+ * tiles b, b + grid, ... (0, the default); the same bits. Returns the old
+ * setting. */
+int tern_cuda_set_sk_dyn(tern_cuda *c, int on);
+/* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
+ * elsewhere nothing is recorded): each of the next `launches` launches of
+ * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the
+ * global clock at d_buf[(launch * TERN_CUDA_TL_BLOCKS + b) * SLOTS]: 0
+ * entry, 1 past the wait for the previous kernel, 2 x prepared, 3..5 the
+ * end of tiles 1..3, 6 the end of the last tile, 7 the multiprocessor |
+ * tiles << 16 | blocks << 32. d_buf is borrowed (NULL stops). Returns the
+ * launches recorded since the previous call. */
+enum { TERN_CUDA_TL_SLOTS = 8, TERN_CUDA_TL_BLOCKS = 512 };
+int tern_cuda_set_timeline(tern_cuda *c, unsigned long long *d_buf, int launches);
 /* The decode attention's fold: for calls of more than n splits (n > 0) a
  * launch of its own, one block per (query, head); else (and for n = 0) the
  * split kernel's last block per (query, kv head) (the same bits);

@@ -31,7 +31,26 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
+    /* The one-row kernel's tiles past each block's first, handed out in the
+     * order blocks ask (TERN_CUDA_SKDYN): ctr[0] the tiles given, ctr[1] the
+     * blocks done (the last one zeroes both), or NULL: block b takes tiles
+     * b, b + grid, b + 2 grid, ... Which block computes a tile does not
+     * change its bits. */
+    unsigned *ctr;
+#ifdef TERN_CUDA_TIMELINE
+    unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
+#endif
 };
+
+#ifdef TERN_CUDA_TIMELINE
+#define SK_STAMP(slot)                                                                   \
+    do {                                                                                 \
+        if (a.tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)                 \
+            a.tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + (slot)] = dev_clock_ns();      \
+    } while (0)
+#else
+#define SK_STAMP(slot) ((void)0)
+#endif
 
 /* n loads of 16 bytes per weight stream, blocks kb .. kb + n - 1. */
 template <int NMAT, int U>
@@ -90,12 +109,12 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
 /* A tile's part of K through step(buf, kb, n) (n <= U blocks from kb):
  * whole batches of U blocks, two buffers in flight (bA holds the first,
  * loaded before), then the rest one block at a time, the same products in
- * the same order; then the block's next tile's rows and first batch into
- * bA. Returns that tile (ntiles or past: none). One loop for both
+ * the same order; then the rows and first batch of the block's next tile
+ * `next` (ntiles or past: none) into bA. Returns next. One loop for both
  * kernels. */
 template <int NMAT, int U, class STEP>
 __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
-                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
+                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], int next, STEP step)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
     int kb = kb0;
@@ -111,7 +130,6 @@ __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, con
         sk_load<NMAT, U>(bB, wr, kb, rest);
         step(bB, kb, rest);
     }
-    int next = w.tile + gridDim.x;
     if (next < w.ntiles) {
         sk_rows_of<NMAT>(a, next, w.g, w.t, wr);
         if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
@@ -218,7 +236,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
 #pragma unroll
             for (int j = 0; j < NMAT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
         }
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, [&](const uint4(&buf)[U][NMAT], int kb, int n) {
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, w.tile + gridDim.x, [&](const uint4(&buf)[U][NMAT], int kb, int n) {
             sk_compute<MT, R8, LO, NMAT, NORM, U>(a, buf, kb, n, g, t, acc, ss);
         });
 #pragma unroll
@@ -278,17 +296,29 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-template <bool LO, int NMAT, bool NORM, int U, int MINB>
+template <bool LO, int NMAT, bool NORM, int U, int MINB, bool DYN>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
     __shared__ float part[NMAT][MMA_PARTS][8];
     __shared__ float ssq[MMA_PARTS];
+    __shared__ int s_next; /* DYN: the block's next tile, from thread 0 */
     extern __shared__ uint4 sx4[]; /* block kb, lane t: sx4[2 (4 kb + t)] hi pairs, + 1 lo pairs */
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
+    SK_STAMP(0);
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
     wait_prior_grid();
+    SK_STAMP(1);
+#ifdef TERN_CUDA_TIMELINE
+    int ndone = 0;
+#endif
+    /* DYN: thread 0 asks for the block's second tile now (after the wait:
+     * the previous user of the counter has zeroed it) and each next one
+     * when a tile starts, two ahead, so that the answer's latency hides
+     * behind the stream */
+    unsigned got = 0;
+    if (DYN && threadIdx.x == 0) got = atomicAdd(a.ctr, 1u);
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
@@ -317,7 +347,14 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         }
     }
     __syncwarp();
+    if (DYN) {
+        if (threadIdx.x == 0) s_next = gridDim.x + got;
+        __syncthreads();
+    }
+    SK_STAMP(2);
     while (w.tile < ntiles) {
+        const int nx = DYN ? s_next : w.tile + gridDim.x;
+        if (DYN && threadIdx.x == 0 && nx < ntiles) got = atomicAdd(a.ctr, 1u);
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -342,7 +379,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                     }
                 }
         };
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, nx, step);
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
@@ -355,6 +392,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
             if (g == 0 && t == 0) ssq[q] = sq;
         }
         __syncthreads();
+        if (DYN && threadIdx.x == 0) s_next = nx < ntiles ? (int)(gridDim.x + got) : ntiles;
         if (NMAT == 1 && a.ilv) {
             /* the pair kernel's epilogue for the tile's 4 columns: each
              * column's fold (and norm scale) as there */
@@ -385,19 +423,45 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         }
         __syncthreads();
         w.tile = next;
+#ifdef TERN_CUDA_TIMELINE
+        ndone++;
+        if (ndone <= 3) SK_STAMP(2 + ndone);
+#endif
     }
+    if (DYN && threadIdx.x == 0 && atomicAdd(a.ctr + 1, 1u) == gridDim.x - 1) {
+        /* every block has taken its last tile: zero the counter for its
+         * next user (which reads it only after this grid has ended) */
+        atomicExch(a.ctr, 0u);
+        atomicExch(a.ctr + 1, 0u);
+    }
+    SK_STAMP(6);
+#ifdef TERN_CUDA_TIMELINE
+    if (a.tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)
+        a.tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + 7] =
+            dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32;
+#endif
 }
 
 template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
-    static int ready;
-    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
+    const bool dyn = c->sk_dyn && c->sk_ctr;
+    auto kern = dyn ? sk_one_kernel<LO, NMAT, NORM, U, MINB, true> : sk_one_kernel<LO, NMAT, NORM, U, MINB, false>;
+    static int ready[2];
+    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready[dyn], "one-row product smem");
     if (st) return st;
     size_t smem = sx_smem(a.K);
+    sk_args b = a;
+    /* a ring of counters: the launches in flight at once (the next one
+     * starts before this one ends) never share one */
+    b.ctr = dyn ? c->sk_ctr + 2 * (c->sk_ctr_seq++ % TERN_CUDA_SK_CTRS) : NULL;
+#ifdef TERN_CUDA_TIMELINE
+    b.tl = NULL;
+    if (c->tl && c->tl_seq < c->tl_cap)
+        b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
+#endif
     return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
-                  dim3(SK_THREADS), smem, a);
+                  dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */

@@ -1,0 +1,135 @@
+/* ops_test --timeline: where a decode layer's one-row products spend their
+ * time, block by block. Six layers of the Qwen3-8B shape's four products
+ * (q/k/v + norm, o + residual, gate/up + norm, down + residual) are
+ * captured in a graph with the one-row kernel's stamps on (a build with
+ * -DTERN_CUDA_TIMELINE; other builds print that nothing was recorded) and
+ * replayed; for each product of the last replay it prints, in
+ * microseconds after the previous product's last block ended, when its
+ * blocks entered, passed the wait, had x prepared, ended their first tile
+ * and ended, and the weight bytes over the time from the previous
+ * product's end to its own. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ops_harness.h"
+
+enum { TL_D = 4096, TL_F = 12288, TL_QKV = 6144, TL_L = 6, TL_N = 4 * TL_L };
+
+static int cmp_u64(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorted copy of slot s of n blocks, relative to t0, in microseconds. */
+static void slot_us(const unsigned long long *st, int n, int s, unsigned long long t0, double *out)
+{
+    unsigned long long v[TERN_CUDA_TL_BLOCKS];
+    for (int b = 0; b < n; b++) v[b] = st[(size_t)b * TERN_CUDA_TL_SLOTS + s];
+    qsort(v, n, sizeof *v, cmp_u64);
+    for (int b = 0; b < n; b++) out[b] = ((double)v[b] - (double)t0) / 1e3;
+}
+
+static tern_status tl_layer(float *x, float *qkv, float *h, const float *nw, float *ntmp, const void *wqkv,
+                            const void *wo, const void *wg, const void *wu, const void *wd)
+{
+    tern_status st = tern_cuda_matmul_norm(ops_cuda, x, 1, TL_D, nw, 1e-6f, wqkv, TERN_DT_BF16, TL_QKV, qkv, TL_QKV,
+                                           ntmp);
+    if (!st)
+        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, qkv, 1, TL_D, wo, TERN_DT_BF16, TL_D, x,
+                              TL_D, 1, NULL);
+    if (!st) st = tern_cuda_gate_up_norm(ops_cuda, x, 1, TL_D, nw, 1e-6f, wg, wu, TERN_DT_BF16, TL_F, h, ntmp);
+    if (!st)
+        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, h, 1, TL_F, wd, TERN_DT_BF16, TL_D, x,
+                              TL_D, 1, NULL);
+    return st;
+}
+
+void ops_timeline(void)
+{
+    void *wqkv[TL_L], *wo[TL_L], *wg[TL_L], *wu[TL_L], *wd[TL_L];
+    for (int l = 0; l < TL_L; l++) {
+        wqkv[l] = ops_dev_random((long)TL_QKV * TL_D, TERN_DT_BF16, 900 + l, 0.05f);
+        wo[l] = ops_dev_random((long)TL_D * TL_D, TERN_DT_BF16, 910 + l, 0.05f);
+        wg[l] = ops_dev_random((long)TL_F * TL_D, TERN_DT_BF16, 920 + l, 0.05f);
+        wu[l] = ops_dev_random((long)TL_F * TL_D, TERN_DT_BF16, 930 + l, 0.05f);
+        wd[l] = ops_dev_random((long)TL_D * TL_F, TERN_DT_BF16, 940 + l, 0.05f);
+    }
+    float *x = ops_dev_random(TL_D, TERN_DT_F32, 950, 0.05f), *qkv = ops_dev_zero(TL_QKV * 4);
+    float *h = ops_dev_zero(TL_F * 4), *nw = ops_dev_random(TL_D, TERN_DT_F32, 951, 0.05f);
+    float *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(TL_F));
+    size_t tl_bytes = (size_t)TL_N * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS * 8;
+    unsigned long long *tl = ops_dev_zero(tl_bytes), *st = malloc(tl_bytes);
+    tern_cuda_set_timeline(ops_cuda, tl, TL_N);
+    tern_cuda_graph *g = NULL;
+    tern_status s = tern_cuda_graph_begin(ops_cuda);
+    for (int l = 0; l < TL_L && !s; l++) s = tl_layer(x, qkv, h, nw, ntmp, wqkv[l], wo[l], wg[l], wu[l], wd[l]);
+    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
+    int recorded = tern_cuda_set_timeline(ops_cuda, NULL, 0);
+    if (ops_ok(s ? s : s2, "capture")) {
+        for (int k = 0; k < 5; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "replay");
+        ops_get(st, tl, tl_bytes);
+    }
+    if (g) tern_cuda_graph_free(g);
+    if (recorded != TL_N || !st[7]) {
+        printf("timeline: nothing recorded (%d launches; a build with -DTERN_CUDA_TIMELINE records them)\n",
+               recorded);
+    } else {
+        static const char *const what[4] = {"qkv+norm", "o+res", "gate/up", "down+res"};
+        static const double mb[4] = {TL_QKV * 4096.0 * 2 / 1e6, 4096.0 * 4096 * 2 / 1e6, 2.0 * TL_F * 4096 * 2 / 1e6,
+                                     4096.0 * TL_F * 2 / 1e6};
+        printf("timeline (us after the previous product's last block ended; min / median / max over blocks)\n");
+        printf("%-9s %4s %-20s %-14s %-14s %-14s %-27s %7s %7s\n", "product", "blks", "entry", "wait", "x ready",
+               "tile 1 end", "end (min/med/p90/max)", "span", "GB/s");
+        unsigned long long prev_end = 0;
+        double d[TERN_CUDA_TL_BLOCKS], e[TERN_CUDA_TL_BLOCKS];
+        for (int i = 0; i < TL_N; i++) {
+            const unsigned long long *L = st + (size_t)i * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
+            int n = (int)(L[7] >> 32);
+            if (n > TERN_CUDA_TL_BLOCKS) n = TERN_CUDA_TL_BLOCKS;
+            unsigned long long t0 = prev_end, last = 0, first = ~0ull;
+            for (int b = 0; b < n; b++) {
+                unsigned long long v = L[(size_t)b * TERN_CUDA_TL_SLOTS + 6], v0 = L[(size_t)b * TERN_CUDA_TL_SLOTS];
+                if (v > last) last = v;
+                if (v0 < first) first = v0;
+            }
+            if (!t0) t0 = first;
+            printf("%-9s %4d", what[i % 4], n);
+            slot_us(L, n, 0, t0, d);
+            printf(" %6.2f %6.2f %6.2f", d[0], d[n / 2], d[n - 1]);
+            slot_us(L, n, 1, t0, d);
+            printf(" %6.2f %6.2f", d[0], d[n - 1]);
+            slot_us(L, n, 2, t0, d);
+            printf(" %6.2f %6.2f", d[n / 2], d[n - 1]);
+            slot_us(L, n, 3, t0, d);
+            printf(" %6.2f %6.2f", d[0], d[n / 2]);
+            slot_us(L, n, 6, t0, e);
+            printf(" %6.2f %6.2f %6.2f %6.2f", e[0], e[n / 2], e[n * 9 / 10], e[n - 1]);
+            double span = ((double)last - (double)t0) / 1e3;
+            printf(" %7.2f %7.0f\n", span, mb[i % 4] * 1e3 / span);
+            /* the blocks' end against their multiprocessor's load: blocks alone on theirs */
+            int per[256] = {0};
+            for (int b = 0; b < n; b++) per[L[(size_t)b * TERN_CUDA_TL_SLOTS + 7] & 0xff]++;
+            double alone = 0, shared = 0;
+            int na = 0, ns = 0;
+            for (int b = 0; b < n; b++) {
+                const unsigned long long *B = L + (size_t)b * TERN_CUDA_TL_SLOTS;
+                double v = ((double)B[6] - (double)t0) / 1e3;
+                if (per[B[7] & 0xff] == 1) alone += v, na++;
+                else shared += v, ns++;
+            }
+            if (i >= 4 && i < 8)
+                printf("          blocks alone on a multiprocessor: %d (mean end %.2f), sharing: %d (mean end %.2f)\n",
+                       na, na ? alone / na : 0, ns, ns ? shared / ns : 0);
+            prev_end = last;
+        }
+    }
+    free(st);
+    tern_cuda_free(ops_cuda, tl);
+    for (int l = 0; l < TL_L; l++) {
+        tern_cuda_free(ops_cuda, wqkv[l]); tern_cuda_free(ops_cuda, wo[l]); tern_cuda_free(ops_cuda, wg[l]);
+        tern_cuda_free(ops_cuda, wu[l]); tern_cuda_free(ops_cuda, wd[l]);
+    }
+    void *p[] = {x, qkv, h, nw, ntmp};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) tern_cuda_free(ops_cuda, p[i]);
+}
