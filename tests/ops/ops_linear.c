@@ -202,18 +202,21 @@ void ops_linear(void)
     }
     /* K = 16384: 64 KiB of x in the one-row kernel's shared memory */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
-    /* The one-row kernel's tiles handed out as blocks ask (TERN_CUDA_SKDYN):
-     * more tiles than blocks (a wave is 2 blocks a multiprocessor), so
-     * blocks take several; rows alone against the batched kernels, bit for
-     * bit, launch after launch on the same counters (one left unzeroed
-     * would skip tiles of the next launch). */
-    int dyn_was = tern_cuda_set_sk_dyn(ops_cuda, 1);
-    printf("(one-row kernel: tiles handed out as blocks ask)\n");
+    /* The one-row kernel as one block of two groups of warps a
+     * multiprocessor sharing x (TERN_CUDA_SKG=2): rows alone against the
+     * batched kernels, bit for bit, at widths of several tiles a group, of
+     * an odd number of tiles (1030: the last block's second group has
+     * none) and with empty parts (K = 96). */
+    int grp_was = tern_cuda_set_sk_grp(ops_cuda, 2);
+    printf("(one-row kernel: two groups a block)\n");
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 12288, 0);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 3, 1024, 5000, 0);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1); /* a tile a block */
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0);
+    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 1024, 3000);
-    tern_cuda_set_sk_dyn(ops_cuda, dyn_was);
+    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
+    tern_cuda_set_sk_grp(ops_cuda, grp_was);
 }

@@ -56,8 +56,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
-    const char *dyn = getenv("TERN_CUDA_SKDYN");
-    c->sk_dyn = dyn ? atoi(dyn) : 0;
+    const char *skg = getenv("TERN_CUDA_SKG");
+    c->sk_grp = skg ? atoi(skg) : 1;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
@@ -73,11 +73,7 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
         tern_cuda_close(c);
         return cuda_fail(e, "creating the stream");
     }
-    if ((e = cudaMalloc((void **)&c->sk_ctr, 2 * TERN_CUDA_SK_CTRS * sizeof(unsigned))) != cudaSuccess ||
-        (e = cudaMemset(c->sk_ctr, 0, 2 * TERN_CUDA_SK_CTRS * sizeof(unsigned))) != cudaSuccess) {
-        tern_cuda_close(c);
-        return cuda_fail(e, "allocating the tile counters");
-    }
+
     *out = c;
     return TERN_OK;
 }
@@ -92,7 +88,6 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
-    if (c->sk_ctr) cudaFree(c->sk_ctr);
     free(c);
 }
 
@@ -117,10 +112,10 @@ extern "C" int tern_cuda_set_gu_ilv(tern_cuda *c, int on)
     return was;
 }
 
-extern "C" int tern_cuda_set_sk_dyn(tern_cuda *c, int on)
+extern "C" int tern_cuda_set_sk_grp(tern_cuda *c, int groups)
 {
-    int was = c->sk_dyn;
-    c->sk_dyn = on;
+    int was = c->sk_grp;
+    c->sk_grp = groups;
     return was;
 }
 
