@@ -251,17 +251,10 @@ void ops_fused(void)
     norm_case(1, TERN_DT_BF16, 2, 12288, 100);
     norm_case(0, TERN_DT_BF16, 3, 1032, 77);
     norm_case(1, TERN_DT_BF16, 2, 4096, 700);
-    /* the same with the one-row kernel as one block of two groups a
-     * multiprocessor (ops_linear): the norm's sums of squares formed once
-     * by the second group for both */
-    int grp_was = tern_cuda_set_sk_grp(ops_cuda, 2);
+    /* and at the decode shapes' widths (several tiles a block) */
     norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
     norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
-    norm_case(0, TERN_DT_BF16, 3, 512, 33001);
     norm_case(1, TERN_DT_BF16, 2, 1032, 2999);
-    norm_case(0, TERN_DT_BF16, 3, 12288, 200);
-    norm_case(1, TERN_DT_BF16, 3, 1032, 77);
-    tern_cuda_set_sk_grp(ops_cuda, grp_was);
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
     int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);

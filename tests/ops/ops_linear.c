@@ -202,21 +202,12 @@ void ops_linear(void)
     }
     /* K = 16384: 64 KiB of x in the one-row kernel's shared memory */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
-    /* The one-row kernel as one block of two groups of warps a
-     * multiprocessor sharing x (TERN_CUDA_SKG=2): rows alone against the
-     * batched kernels, bit for bit, at widths of several tiles a group, of
-     * an odd number of tiles (1030: the last block's second group has
-     * none) and with empty parts (K = 96). */
-    int grp_was = tern_cuda_set_sk_grp(ops_cuda, 2);
-    printf("(one-row kernel: two groups a block)\n");
+    /* The decode shapes' widths: several tiles a block (a wave is 2 blocks
+     * a multiprocessor), rows alone against the batched kernels, bit for
+     * bit. */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 12288, 0);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 3, 1024, 5000, 0);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 1024, 3000);
-    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
-    tern_cuda_set_sk_grp(ops_cuda, grp_was);
 }

@@ -65,10 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
-/* One-row products that run 2 blocks a multiprocessor run as one block of
- * two groups of warps sharing one copy of x (2; TERN_CUDA_SKG), or as they
- * are (1, the default); the same bits. Returns the old setting. */
-int tern_cuda_set_sk_grp(tern_cuda *c, int groups);
 /* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
  * elsewhere nothing is recorded): each of the next `launches` launches of
  * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the

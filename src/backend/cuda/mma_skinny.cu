@@ -83,17 +83,16 @@ struct sk_warp {
 };
 
 template <int NMAT, int U>
-__device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&wr)[NMAT], uint4 (&buf)[U][NMAT],
-                                            int tile, int q)
+__device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&wr)[NMAT], uint4 (&buf)[U][NMAT])
 {
     sk_warp w;
     int lane = threadIdx.x & 31;
-    w.q = q;
+    w.q = threadIdx.x >> 5;
     w.g = lane >> 2, w.t = lane & 3;
     int nb = a.K / MMA_KB;
     w.kb0 = mma_part(nb, w.q), w.len = mma_part(nb, w.q + 1) - w.kb0;
     w.nfull = w.len / U, w.ntiles = (a.N + 7) / 8;
-    w.tile = tile;
+    w.tile = blockIdx.x;
     if (w.tile < w.ntiles) {
         sk_rows_of<NMAT>(a, w.tile, w.g, w.t, wr);
         if (w.nfull) sk_load<NMAT, U>(buf, wr, w.kb0, U);
@@ -104,12 +103,12 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
 /* A tile's part of K through step(buf, kb, n) (n <= U blocks from kb):
  * whole batches of U blocks, two buffers in flight (bA holds the first,
  * loaded before), then the rest one block at a time, the same products in
- * the same order; then the rows and first batch of the block's next tile
- * `next` (ntiles or past: none) into bA. Returns next. One loop for both
+ * the same order; then the block's next tile's rows and first batch into
+ * bA. Returns that tile (ntiles or past: none). One loop for both
  * kernels. */
 template <int NMAT, int U, class STEP>
 __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
-                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], int next, STEP step)
+                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
     int kb = kb0;
@@ -125,20 +124,12 @@ __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, con
         sk_load<NMAT, U>(bB, wr, kb, rest);
         step(bB, kb, rest);
     }
+    int next = w.tile + gridDim.x;
     if (next < w.ntiles) {
         sk_rows_of<NMAT>(a, next, w.g, w.t, wr);
         if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
     }
     return next;
-}
-
-/* The barrier of a tile's 8 warps: the block's (G = 1) or their group's
- * (named barrier 1 + grp). */
-template <int G>
-__device__ __forceinline__ void sk_group_sync(int grp)
-{
-    if (G == 1) __syncthreads();
-    else asm volatile("bar.sync %0, %1;" ::"r"(grp + 1), "r"(SK_THREADS) : "memory");
 }
 
 /* Eight floats of row r of x at column k (zeros past the last row). */
@@ -229,7 +220,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     __shared__ float ssq[MMA_PARTS][NORM ? ROWS : 1];
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
-    sk_warp w = sk_start<NMAT, U>(a, wr, bA, blockIdx.x, threadIdx.x >> 5); /* w.tile: the tile in hand */
+    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, ntiles = w.ntiles;
     wait_prior_grid();
     while (w.tile < ntiles) {
@@ -240,7 +231,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
 #pragma unroll
             for (int j = 0; j < NMAT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
         }
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, w.tile + gridDim.x, [&](const uint4(&buf)[U][NMAT], int kb, int n) {
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, [&](const uint4(&buf)[U][NMAT], int kb, int n) {
             sk_compute<MT, R8, LO, NMAT, NORM, U>(a, buf, kb, n, g, t, acc, ss);
         });
 #pragma unroll
@@ -300,28 +291,24 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-template <bool LO, int NMAT, bool NORM, int U, int MINB, int G>
-__global__ void __launch_bounds__(SK_THREADS * G, MINB) sk_one_kernel(sk_args a)
+template <bool LO, int NMAT, bool NORM, int U, int MINB>
+__global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
-    __shared__ float part[G][NMAT][MMA_PARTS][8];
+    __shared__ float part[NMAT][MMA_PARTS][8];
     __shared__ float ssq[MMA_PARTS];
     extern __shared__ uint4 sx4[]; /* block kb, lane t: sx4[2 (4 kb + t)] hi pairs, + 1 lo pairs */
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
     SK_STAMP(0);
-    /* G groups of 8 warps (a tile's parts) share the block's x: group
-     * grp is the block's virtual block G b + grp, with its own tiles */
-    const int grp = G == 1 ? 0 : (int)threadIdx.x / SK_THREADS, lt = G == 1 ? (int)threadIdx.x : (int)threadIdx.x % SK_THREADS;
-    sk_warp w = sk_start<NMAT, U>(a, wr, bA, G * blockIdx.x + grp, lt >> 5); /* w.tile: the tile in hand */
+    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
     wait_prior_grid();
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
     int ndone = 0;
 #endif
-    /* The warp's part of x: lane (g, t) of group grp splits blocks
-     * kb0 + g + 8 grp, + 8 G, ... */
-    for (int kb = kb0 + g + 8 * grp; kb < kb0 + len; kb += 8 * G) {
+    /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
+    for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
         float v[8];
         mma_load8(a.x + k, v);
@@ -339,7 +326,7 @@ __global__ void __launch_bounds__(SK_THREADS * G, MINB) sk_one_kernel(sk_args a)
     /* the norm's sum of squares: lane t of row 0 over the part's blocks in
      * order, e = 0..7 (the other kernel's order; zero rows give 0) */
     float ss = 0.0f;
-    if (NORM && g == 0 && grp == G - 1) { /* G > 1: the last group's warps, once for all tiles */
+    if (NORM && g == 0) {
         for (int kb = kb0; kb < kb0 + len; kb++) {
             float v[8];
             mma_load8(a.x + kb * MMA_KB + 8 * t, v);
@@ -347,18 +334,9 @@ __global__ void __launch_bounds__(SK_THREADS * G, MINB) sk_one_kernel(sk_args a)
             for (int e = 0; e < 8; e++) ss = fmaf(v[e], v[e], ss);
         }
     }
-    if (G > 1) {
-        if (NORM) {
-            float sq = mma_sum4(ss);
-            if (grp == G - 1 && g == 0 && t == 0) ssq[q] = sq;
-        }
-        __syncthreads(); /* x (and ssq) from every group */
-    } else {
-        __syncwarp();
-    }
+    __syncwarp();
     SK_STAMP(2);
     while (w.tile < ntiles) {
-        const int nx = w.tile + G * gridDim.x;
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -383,37 +361,37 @@ __global__ void __launch_bounds__(SK_THREADS * G, MINB) sk_one_kernel(sk_args a)
                     }
                 }
         };
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, nx, step);
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
-                part[grp][j][q][2 * t] = acc[j][0];
-                part[grp][j][q][2 * t + 1] = acc[j][1];
+                part[j][q][2 * t] = acc[j][0];
+                part[j][q][2 * t + 1] = acc[j][1];
             }
         }
-        if (NORM && G == 1) {
+        if (NORM) {
             float sq = mma_sum4(ss);
             if (g == 0 && t == 0) ssq[q] = sq;
         }
-        sk_group_sync<G>(grp);
+        __syncthreads();
         if (NMAT == 1 && a.ilv) {
             /* the pair kernel's epilogue for the tile's 4 columns: each
              * column's fold (and norm scale) as there */
-            if (lt < 4) {
-                int cidx = lt;
-                float vg = mma_fold(&part[grp][0][0][cidx], 8), vu = mma_fold(&part[grp][0][0][cidx + 4], 8);
+            if (threadIdx.x < 4) {
+                int cidx = threadIdx.x;
+                float vg = mma_fold(&part[0][0][cidx], 8), vu = mma_fold(&part[0][0][cidx + 4], 8);
                 if (NORM) {
                     float inv = rms_inv(mma_fold(ssq, 1), a.K, a.eps);
                     vg = __fmul_rn(vg, inv), vu = __fmul_rn(vu, inv);
                 }
                 a.y[w.tile * 4 + cidx] = silu_mul(vg, vu);
             }
-        } else if (lt < 8) {
-            int cidx = lt, n = w.tile * 8 + cidx;
+        } else if (threadIdx.x < 8) {
+            int cidx = threadIdx.x, n = w.tile * 8 + cidx;
             if (n < a.N) {
                 float v[NMAT];
 #pragma unroll
-                for (int j = 0; j < NMAT; j++) v[j] = mma_fold(&part[grp][j][0][cidx], 8);
+                for (int j = 0; j < NMAT; j++) v[j] = mma_fold(&part[j][0][cidx], 8);
                 if (NORM) {
                     float inv = rms_inv(mma_fold(ssq, 1), a.K, a.eps);
 #pragma unroll
@@ -424,7 +402,7 @@ __global__ void __launch_bounds__(SK_THREADS * G, MINB) sk_one_kernel(sk_args a)
                 else *yp = a.accumulate ? __fadd_rn(*yp, v[0]) : v[0];
             }
         }
-        sk_group_sync<G>(grp);
+        __syncthreads();
         w.tile = next;
 #ifdef TERN_CUDA_TIMELINE
         ndone++;
@@ -442,12 +420,9 @@ __global__ void __launch_bounds__(SK_THREADS * G, MINB) sk_one_kernel(sk_args a)
 template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    /* TERN_CUDA_SKG = 2: one block of two groups a multiprocessor (one copy
-     * of x) where MINB = 2 asks for two blocks of one */
-    const int G = MINB == 2 && c->sk_grp == 2 ? 2 : 1;
-    auto kern = G == 2 ? sk_one_kernel<LO, NMAT, NORM, U, 1, 2> : sk_one_kernel<LO, NMAT, NORM, U, MINB, 1>;
-    static int ready[2];
-    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready[G - 1], "one-row product smem");
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
+    static int ready;
+    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
     size_t smem = sx_smem(a.K);
     sk_args b = a;
@@ -456,9 +431,8 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    return launch(c, "mma_skinny_one", kern,
-                  one_wave((const void *)kern, c->sms, G * SK_THREADS, smem, (a.N + 7) / 8, G), dim3(G * SK_THREADS),
-                  smem, b);
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+                  dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */
