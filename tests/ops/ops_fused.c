@@ -255,13 +255,6 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
     norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
     norm_case(1, TERN_DT_BF16, 2, 1032, 2999);
-    int xt_was = tern_cuda_set_x_tma(ops_cuda, 1); /* x and the norm weight by the copy engine (ops_linear) */
-    norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
-    norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
-    norm_case(0, TERN_DT_BF16, 3, 512, 33001);
-    norm_case(1, TERN_DT_BF16, 3, 1032, 77);
-    norm_case(0, TERN_DT_BF16, 3, 12288, 200);
-    tern_cuda_set_x_tma(ops_cuda, xt_was);
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
     int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);

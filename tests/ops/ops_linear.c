@@ -210,17 +210,4 @@ void ops_linear(void)
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 3, 1024, 5000, 0);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 1024, 3000);
-    /* x copied into shared memory by the copy engine (TERN_CUDA_XTMA=1):
-     * the same bits, with empty parts (K = 96) and x at the limit of
-     * shared memory (K = 12288: 96 KiB with the split x) */
-    int xt_was = tern_cuda_set_x_tma(ops_cuda, 1);
-    printf("(one-row kernel: x by the copy engine)\n");
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 12288, 0);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0);
-    matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
-    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
-    gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
-    tern_cuda_set_x_tma(ops_cuda, xt_was);
 }

@@ -65,10 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
-/* One-row products copy their part of x (and of the norm weight) into
- * shared memory by the copy engine (1; TERN_CUDA_XTMA) or load it
- * themselves (0, the default); the same bits. Returns the old setting. */
-int tern_cuda_set_x_tma(tern_cuda *c, int on);
 /* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
  * elsewhere nothing is recorded): each of the next `launches` launches of
  * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the

@@ -12,7 +12,6 @@
  * are loaded before the wait for the previous kernel (weights are never
  * written by a kernel), and each tile's last loads are followed by the next
  * tile's first. */
-#include "backend/cuda/async.cuh"
 #include "backend/cuda/mma.cuh"
 
 enum { SK_THREADS = 32 * MMA_PARTS };
@@ -131,19 +130,6 @@ __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, con
         if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
     }
     return next;
-}
-
-/* Eight floats at p: from shared memory (SH) or global. */
-template <bool SH>
-__device__ __forceinline__ void sk_load8(const float *p, float v[8])
-{
-    if (SH) {
-        const float4 *q = reinterpret_cast<const float4 *>(p);
-        float4 a = q[0], b = q[1];
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-    } else {
-        mma_load8(p, v);
-    }
 }
 
 /* Eight floats of row r of x at column k (zeros past the last row). */
@@ -305,37 +291,18 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-/* XT: each warp's part of x (and of the norm weight, before the wait)
- * copied into shared memory by the copy engine (TERN_CUDA_XTMA), after
- * the split x: sx_smem(K) + K (x) + K (norm weight) floats. */
-static size_t sx_xt_smem(int K, bool norm) { return sx_smem(K) + (size_t)K * 4 * (norm ? 2 : 1); }
-
-template <bool LO, int NMAT, bool NORM, int U, int MINB, bool XT>
+template <bool LO, int NMAT, bool NORM, int U, int MINB>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
     __shared__ float part[NMAT][MMA_PARTS][8];
     __shared__ float ssq[MMA_PARTS];
-    __shared__ alignas(8) uint64_t xbar[MMA_PARTS];
     extern __shared__ uint4 sx4[]; /* block kb, lane t: sx4[2 (4 kb + t)] hi pairs, + 1 lo pairs */
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
     SK_STAMP(0);
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
-    float *xs = reinterpret_cast<float *>(sx4 + 2 * 4 * (a.K / MMA_KB)), *nws = xs + a.K;
-    const unsigned part_bytes = (unsigned)len * MMA_KB * 4;
-    if (XT && len && (threadIdx.x & 31) == 0) {
-        mb_init(&xbar[q], 1);
-        mb_init_fence();
-        mb_expect(&xbar[q], part_bytes * (NORM ? 2 : 1));
-        if (NORM) bulk_load(nws + kb0 * MMA_KB, a.nw + kb0 * MMA_KB, part_bytes, &xbar[q]);
-    }
     wait_prior_grid();
-    if (XT && len) {
-        if ((threadIdx.x & 31) == 0) bulk_load(xs + kb0 * MMA_KB, a.x + kb0 * MMA_KB, part_bytes, &xbar[q]);
-        mb_wait(&xbar[q], 0);
-    }
-    const float *xsrc = XT ? xs : a.x, *nsrc = XT ? nws : a.nw;
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
     int ndone = 0;
@@ -344,10 +311,10 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
         float v[8];
-        sk_load8<XT>(xsrc + k, v);
+        mma_load8(a.x + k, v);
         if (NORM) {
             float nv[8];
-            sk_load8<XT>(nsrc + k, nv);
+            mma_load8(a.nw + k, nv);
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], nv[e]);
         }
@@ -362,7 +329,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     if (NORM && g == 0) {
         for (int kb = kb0; kb < kb0 + len; kb++) {
             float v[8];
-            sk_load8<XT>(xsrc + kb * MMA_KB + 8 * t, v);
+            mma_load8(a.x + kb * MMA_KB + 8 * t, v);
 #pragma unroll
             for (int e = 0; e < 8; e++) ss = fmaf(v[e], v[e], ss);
         }
@@ -453,12 +420,11 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    const bool xt = c->x_tma && sx_xt_smem(a.K, NORM) <= SX_MAX_SMEM;
-    auto kern = xt ? sk_one_kernel<LO, NMAT, NORM, U, MINB, true> : sk_one_kernel<LO, NMAT, NORM, U, MINB, false>;
-    static int ready[2];
-    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready[xt], "one-row product smem");
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
+    static int ready;
+    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
-    size_t smem = xt ? sx_xt_smem(a.K, NORM) : sx_smem(a.K);
+    size_t smem = sx_smem(a.K);
     sk_args b = a;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
