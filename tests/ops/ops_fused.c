@@ -255,11 +255,6 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
     norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
     norm_case(1, TERN_DT_BF16, 2, 1032, 2999);
-    int pre_was = tern_cuda_set_x_pre(ops_cuda, 4); /* half the first batch after x (ops_linear) */
-    norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
-    norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
-    norm_case(0, TERN_DT_BF16, 3, 512, 33001);
-    tern_cuda_set_x_pre(ops_cuda, pre_was);
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
     int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);

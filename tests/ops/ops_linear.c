@@ -210,14 +210,4 @@ void ops_linear(void)
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 3, 1024, 5000, 0);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
     gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 1024, 3000);
-    for (int pre = 2; pre <= 4; pre += 2) { /* part of the first batch after x (TERN_CUDA_XPRE) */
-        int was = tern_cuda_set_x_pre(ops_cuda, pre);
-        printf("(one-row kernel: %d blocks of the first batch before the wait)\n", pre);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 12288, 0);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0);
-        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
-        tern_cuda_set_x_pre(ops_cuda, was);
-    }
 }

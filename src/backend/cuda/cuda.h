@@ -65,11 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
-/* The one-row kernel's first batch of weights: 4 or 2 of its 8 blocks
- * loaded before the wait for the previous kernel, the rest once x is
- * prepared (TERN_CUDA_XPRE = 4 or 2), or all before the wait (0, the
- * default); the same bits. Returns the old setting. */
-int tern_cuda_set_x_pre(tern_cuda *c, int blocks);
 /* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
  * elsewhere nothing is recorded): each of the next `launches` launches of
  * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the

@@ -56,8 +56,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
-    const char *xpre = getenv("TERN_CUDA_XPRE");
-    c->x_pre = xpre ? atoi(xpre) : 0;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
@@ -109,13 +107,6 @@ extern "C" int tern_cuda_set_gu_ilv(tern_cuda *c, int on)
 {
     int was = c->gu_ilv;
     c->gu_ilv = on;
-    return was;
-}
-
-extern "C" int tern_cuda_set_x_pre(tern_cuda *c, int blocks)
-{
-    int was = c->x_pre;
-    c->x_pre = blocks;
     return was;
 }
 

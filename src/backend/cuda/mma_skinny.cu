@@ -82,7 +82,7 @@ struct sk_warp {
     int g, t, q, kb0, len, nfull, ntiles, tile;
 };
 
-template <int NMAT, int U, int PRE = U>
+template <int NMAT, int U>
 __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&wr)[NMAT], uint4 (&buf)[U][NMAT])
 {
     sk_warp w;
@@ -95,7 +95,7 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
     w.tile = blockIdx.x;
     if (w.tile < w.ntiles) {
         sk_rows_of<NMAT>(a, w.tile, w.g, w.t, wr);
-        if (w.nfull) sk_load<NMAT, U>(buf, wr, w.kb0, PRE);
+        if (w.nfull) sk_load<NMAT, U>(buf, wr, w.kb0, U);
     }
     return w;
 }
@@ -291,9 +291,7 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-/* PRE < U: only PRE blocks of the first batch loaded before the wait, the
- * rest once x is prepared (TERN_CUDA_XPRE) */
-template <bool LO, int NMAT, bool NORM, int U, int MINB, int PRE>
+template <bool LO, int NMAT, bool NORM, int U, int MINB>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
     __shared__ float part[NMAT][MMA_PARTS][8];
@@ -302,7 +300,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
     SK_STAMP(0);
-    sk_warp w = sk_start<NMAT, U, PRE>(a, wr, bA); /* w.tile: the tile in hand */
+    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
     wait_prior_grid();
     SK_STAMP(1);
@@ -335,12 +333,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #pragma unroll
             for (int e = 0; e < 8; e++) ss = fmaf(v[e], v[e], ss);
         }
-    }
-    if (PRE < U && w.tile < ntiles && w.nfull) {
-#pragma unroll
-        for (int u = PRE; u < U; u++)
-#pragma unroll
-            for (int j = 0; j < NMAT; j++) bA[u][j] = ld_stream16(wr[j] + (size_t)(kb0 + u) * MMA_KB);
     }
     __syncwarp();
     SK_STAMP(2);
@@ -428,12 +420,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    const int pre = U == 8 && c->x_pre == 4 ? 1 : U == 8 && c->x_pre == 2 ? 2 : 0;
-    auto kern = pre == 1 ? sk_one_kernel<LO, NMAT, NORM, U, MINB, 4>
-              : pre == 2 ? sk_one_kernel<LO, NMAT, NORM, U, MINB, 2>
-                         : sk_one_kernel<LO, NMAT, NORM, U, MINB, U>;
-    static int ready[3];
-    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready[pre], "one-row product smem");
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
+    static int ready;
+    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
     size_t smem = sx_smem(a.K);
     sk_args b = a;
