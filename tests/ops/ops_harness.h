@@ -45,6 +45,22 @@ void ops_time_chains(void);
 /* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
 void ops_pair(void);
 void ops_time_pair(void);
+/* ops_timeline.c: the decode layer's products block by block (--timeline). */
 void ops_timeline(void);
+
+/* ops_layer.c: OPS_LAYERS copies of a decode layer's weights at the
+ * Qwen3-8B shape (together larger than the L2) and the activations its
+ * products pass along, all owned (ops_layers_free). */
+enum { OPS_D = 4096, OPS_F = 12288, OPS_QKV = 6144, OPS_LAYERS = 6 };
+typedef struct {
+    void *wqkv[OPS_LAYERS], *wo[OPS_LAYERS], *wg[OPS_LAYERS], *wu[OPS_LAYERS], *wd[OPS_LAYERS];
+    float *x, *nw, *qkv, *h, *ntmp;
+} ops_layers;
+void ops_layers_make(ops_layers *s, unsigned seed);
+void ops_layers_free(ops_layers *s);
+/* The products of layer copy l that mask names (bit 0 q/k/v with the input
+ * norm folded, 1 o + residual, 2 gate/up with the norm folded, 3 down +
+ * residual), queued in that order as a pass queues them. */
+tern_status ops_layer_run(const ops_layers *s, int l, unsigned mask);
 
 #endif

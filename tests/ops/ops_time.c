@@ -28,63 +28,26 @@ static int copies_for(double bytes)
     return n < 2 ? 2 : n > MAXC ? MAXC : n;
 }
 
-
-/* The Qwen3-8B shape of a decode layer's products. */
-enum { CH_D = 4096, CH_F = 12288, CH_QKV = 6144, CH_L = 6 };
-
-/* The products of a decode layer that mask names (bit 0 q/k/v with the
- * input norm folded, 1 o + residual, 2 gate/up with the norm folded, 3
- * down + residual), queued in that order as a pass queues them. */
-static tern_status chain_layer(unsigned mask, float *x, float *qkv, float *h, const float *nw, float *ntmp,
-                               const void *wqkv, const void *wo, const void *wg, const void *wu, const void *wd)
-{
-    tern_status st = TERN_OK;
-    if (!st && mask & 1)
-        st = tern_cuda_matmul_norm(ops_cuda, x, 1, CH_D, nw, 1e-6f, wqkv, TERN_DT_BF16, CH_QKV, qkv, CH_QKV, ntmp);
-    if (!st && mask & 2)
-        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, qkv, 1, CH_D, wo, TERN_DT_BF16, CH_D, x,
-                              CH_D, 1, NULL);
-    if (!st && mask & 4) st = tern_cuda_gate_up_norm(ops_cuda, x, 1, CH_D, nw, 1e-6f, wg, wu, TERN_DT_BF16, CH_F, h, ntmp);
-    if (!st && mask & 8)
-        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, h, 1, CH_F, wd, TERN_DT_BF16, CH_D, x,
-                              CH_D, 1, NULL);
-    return st;
-}
-
 /* A decode layer's four one-row products each alone and back to back,
  * over layer copies larger than the L2: their time in sequence against
  * the sum of their times alone shows what the kernel boundaries cost. */
 static void ops_time_chain(void)
 {
-    enum { L = CH_L };
-    void *wqkv[L], *wo[L], *wg[L], *wu[L], *wd[L];
-    for (int l = 0; l < L; l++) {
-        wqkv[l] = dev_random((long)CH_QKV * CH_D, TERN_DT_BF16, 300 + l);
-        wo[l] = dev_random((long)CH_D * CH_D, TERN_DT_BF16, 310 + l);
-        wg[l] = dev_random((long)CH_F * CH_D, TERN_DT_BF16, 320 + l);
-        wu[l] = dev_random((long)CH_F * CH_D, TERN_DT_BF16, 330 + l);
-        wd[l] = dev_random((long)CH_D * CH_F, TERN_DT_BF16, 340 + l);
-    }
-    float *x = dev_random(CH_D, TERN_DT_F32, 350), *qkv = ops_dev_zero(CH_QKV * 4), *h = ops_dev_zero(CH_F * 4);
-    float *nw = dev_random(CH_D, TERN_DT_F32, 351), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(CH_F));
-    double mb = ((double)CH_QKV * CH_D + (double)CH_D * CH_D + 3.0 * CH_F * CH_D) * 2 / 1e6;
+    enum { L = OPS_LAYERS };
+    ops_layers ly;
+    ops_layers_make(&ly, 300);
+    double mb = ((double)OPS_QKV * OPS_D + (double)OPS_D * OPS_D + 3.0 * OPS_F * OPS_D) * 2 / 1e6;
     float ms[5];
     static const char *const what[4] = {"q/k/v + norm", "o + residual", "gate/up + norm", "down + residual"};
     for (int k = 0; k < 5; k++) /* each alone, then the four in sequence */
-        TIME_IT(ms[k], chain_layer(k < 4 ? 1u << k : 15u, x, qkv, h, nw, ntmp, wqkv[i_ % L], wo[i_ % L],
-                                   wg[i_ % L], wu[i_ % L], wd[i_ % L]));
+        TIME_IT(ms[k], ops_layer_run(&ly, i_ % L, k < 4 ? 1u << k : 15u));
     float sum = ms[0] + ms[1] + ms[2] + ms[3];
     printf("decode products (M = 1, %.1f MB a layer):", mb);
     for (int k = 0; k < 4; k++) printf(" %s %.1f", what[k], ms[k] * 1e3);
     printf(" us alone, sum %.1f us (%.0f GB/s)\n", sum * 1e3, mb / 1e3 / (sum / 1e3));
     printf("decode products in sequence: %.1f us a layer (%.0f GB/s), %.1f us less than alone\n", ms[4] * 1e3,
            mb / 1e3 / (ms[4] / 1e3), (sum - ms[4]) * 1e3);
-    for (int l = 0; l < L; l++) {
-        tern_cuda_free(ops_cuda, wqkv[l]); tern_cuda_free(ops_cuda, wo[l]); tern_cuda_free(ops_cuda, wg[l]);
-        tern_cuda_free(ops_cuda, wu[l]); tern_cuda_free(ops_cuda, wd[l]);
-    }
-    tern_cuda_free(ops_cuda, x); tern_cuda_free(ops_cuda, qkv); tern_cuda_free(ops_cuda, h);
-    tern_cuda_free(ops_cuda, nw); tern_cuda_free(ops_cuda, ntmp);
+    ops_layers_free(&ly);
 }
 
 /* ops_test --chain: the decode layer's products in sequence under the

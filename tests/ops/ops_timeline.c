@@ -13,7 +13,7 @@
 
 #include "ops_harness.h"
 
-enum { TL_D = 4096, TL_F = 12288, TL_QKV = 6144, TL_L = 6, TL_N = 4 * TL_L };
+enum { TL_N = 4 * OPS_LAYERS };
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -30,40 +30,22 @@ static void slot_us(const unsigned long long *st, int n, int s, unsigned long lo
     for (int b = 0; b < n; b++) out[b] = ((double)v[b] - (double)t0) / 1e3;
 }
 
-static tern_status tl_layer(float *x, float *qkv, float *h, const float *nw, float *ntmp, const void *wqkv,
-                            const void *wo, const void *wg, const void *wu, const void *wd)
-{
-    tern_status st = tern_cuda_matmul_norm(ops_cuda, x, 1, TL_D, nw, 1e-6f, wqkv, TERN_DT_BF16, TL_QKV, qkv, TL_QKV,
-                                           ntmp);
-    if (!st)
-        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, qkv, 1, TL_D, wo, TERN_DT_BF16, TL_D, x,
-                              TL_D, 1, NULL);
-    if (!st) st = tern_cuda_gate_up_norm(ops_cuda, x, 1, TL_D, nw, 1e-6f, wg, wu, TERN_DT_BF16, TL_F, h, ntmp);
-    if (!st)
-        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, h, 1, TL_F, wd, TERN_DT_BF16, TL_D, x,
-                              TL_D, 1, NULL);
-    return st;
-}
-
 void ops_timeline(void)
 {
-    void *wqkv[TL_L], *wo[TL_L], *wg[TL_L], *wu[TL_L], *wd[TL_L];
-    for (int l = 0; l < TL_L; l++) {
-        wqkv[l] = ops_dev_random((long)TL_QKV * TL_D, TERN_DT_BF16, 900 + l, 0.05f);
-        wo[l] = ops_dev_random((long)TL_D * TL_D, TERN_DT_BF16, 910 + l, 0.05f);
-        wg[l] = ops_dev_random((long)TL_F * TL_D, TERN_DT_BF16, 920 + l, 0.05f);
-        wu[l] = ops_dev_random((long)TL_F * TL_D, TERN_DT_BF16, 930 + l, 0.05f);
-        wd[l] = ops_dev_random((long)TL_D * TL_F, TERN_DT_BF16, 940 + l, 0.05f);
-    }
-    float *x = ops_dev_random(TL_D, TERN_DT_F32, 950, 0.05f), *qkv = ops_dev_zero(TL_QKV * 4);
-    float *h = ops_dev_zero(TL_F * 4), *nw = ops_dev_random(TL_D, TERN_DT_F32, 951, 0.05f);
-    float *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(TL_F));
+    ops_layers ly;
+    ops_layers_make(&ly, 900);
     size_t tl_bytes = (size_t)TL_N * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS * 8;
-    unsigned long long *tl = ops_dev_zero(tl_bytes), *st = malloc(tl_bytes);
+    unsigned long long *tl = ops_dev_zero(tl_bytes), *st = calloc(1, tl_bytes); /* zeros: nothing recorded */
+    if (!st) {
+        ops_ok(TERN_E_NOMEM, "timeline: host buffer");
+        tern_cuda_free(ops_cuda, tl);
+        ops_layers_free(&ly);
+        return;
+    }
     tern_cuda_set_timeline(ops_cuda, tl, TL_N);
     tern_cuda_graph *g = NULL;
     tern_status s = tern_cuda_graph_begin(ops_cuda);
-    for (int l = 0; l < TL_L && !s; l++) s = tl_layer(x, qkv, h, nw, ntmp, wqkv[l], wo[l], wg[l], wu[l], wd[l]);
+    for (int l = 0; l < OPS_LAYERS && !s; l++) s = ops_layer_run(&ly, l, 15u);
     tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
     int recorded = tern_cuda_set_timeline(ops_cuda, NULL, 0);
     if (ops_ok(s ? s : s2, "capture")) {
@@ -76,8 +58,8 @@ void ops_timeline(void)
                recorded);
     } else {
         static const char *const what[4] = {"qkv+norm", "o+res", "gate/up", "down+res"};
-        static const double mb[4] = {TL_QKV * 4096.0 * 2 / 1e6, 4096.0 * 4096 * 2 / 1e6, 2.0 * TL_F * 4096 * 2 / 1e6,
-                                     4096.0 * TL_F * 2 / 1e6};
+        static const double mb[4] = {OPS_QKV * (double)OPS_D * 2 / 1e6, (double)OPS_D * OPS_D * 2 / 1e6,
+                                     2.0 * OPS_F * OPS_D * 2 / 1e6, (double)OPS_D * OPS_F * 2 / 1e6};
         printf("timeline (us after the previous product's last block ended; min / median / max over blocks)\n");
         printf("%-9s %4s %-20s %-14s %-14s %-14s %-27s %7s %7s\n", "product", "blks", "entry", "wait", "x ready",
                "tile 1 end", "end (min/med/p90/max)", "span", "GB/s");
@@ -126,10 +108,5 @@ void ops_timeline(void)
     }
     free(st);
     tern_cuda_free(ops_cuda, tl);
-    for (int l = 0; l < TL_L; l++) {
-        tern_cuda_free(ops_cuda, wqkv[l]); tern_cuda_free(ops_cuda, wo[l]); tern_cuda_free(ops_cuda, wg[l]);
-        tern_cuda_free(ops_cuda, wu[l]); tern_cuda_free(ops_cuda, wd[l]);
-    }
-    void *p[] = {x, qkv, h, nw, ntmp};
-    for (size_t i = 0; i < sizeof p / sizeof *p; i++) tern_cuda_free(ops_cuda, p[i]);
+    ops_layers_free(&ly);
 }

@@ -71,7 +71,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
         tern_cuda_close(c);
         return cuda_fail(e, "creating the stream");
     }
-
     *out = c;
     return TERN_OK;
 }
