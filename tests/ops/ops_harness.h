@@ -42,8 +42,6 @@ void ops_attention(void);
 void ops_fused(void);
 void ops_time(void);
 void ops_time_chains(void);
-/* --l2: products after L2 prefetches of their weights (ops_time.c). */
-void ops_time_l2(void);
 /* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
 void ops_pair(void);
 void ops_time_pair(void);

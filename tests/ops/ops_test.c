@@ -3,8 +3,7 @@
  * error, plus bit-identity checks for batch invariance. `ops_test --time`
  * prints kernel timings instead (Qwen3-8B shapes), `--chain` only the
  * decode layer's products in sequence under the one-row kernel's modes,
- * `--timeline` those products block by block (ops_timeline.c), `--l2`
- * their times after L2 prefetches of their weights (ops_time.c).
+ * `--timeline` those products block by block (ops_timeline.c).
  *
  * Without a usable CUDA device it prints "skipped: <reason>" and exits 0.
  * Exit status 1 when any case fails. */
@@ -149,9 +148,9 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
     int timing = argc > 1 && !strcmp(argv[1], "--time"), chain = argc > 1 && !strcmp(argv[1], "--chain");
-    int timeline = argc > 1 && !strcmp(argv[1], "--timeline"), l2 = argc > 1 && !strcmp(argv[1], "--l2");
-    if (argc > 1 && !timing && !chain && !timeline && !l2) {
-        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline | --l2]\n");
+    int timeline = argc > 1 && !strcmp(argv[1], "--timeline");
+    if (argc > 1 && !timing && !chain && !timeline) {
+        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline]\n");
         return 2;
     }
     if (tern_cuda_open(0, &ops_cuda) != TERN_OK) {
@@ -161,8 +160,6 @@ int main(int argc, char **argv)
     printf("device: %s\n", tern_cuda_describe(ops_cuda));
     if (timeline) {
         ops_timeline();
-    } else if (l2) {
-        ops_time_l2();
     } else if (chain) {
         ops_time_pair();
         ops_time_chains();

@@ -50,58 +50,6 @@ static void ops_time_chain(void)
     ops_layers_free(&ly);
 }
 
-/* The decode layers' products captured in a graph (as a decode pass runs
- * them), replayed: us a layer. */
-static float chain_graph_us(const ops_layers *ly)
-{
-    tern_cuda_graph *g = NULL;
-    tern_status s = tern_cuda_graph_begin(ops_cuda);
-    for (int l = 0; l < OPS_LAYERS && !s; l++) s = ops_layer_run(ly, l, 15u);
-    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
-    float ms = 0;
-    if (ops_ok(s ? s : s2, "capture")) TIME_IT(ms, tern_cuda_graph_launch(ops_cuda, g));
-    if (g) tern_cuda_graph_free(g);
-    return ms * 1e3f / OPS_LAYERS;
-}
-
-/* ops_test --l2: whether weights placed in the L2 ahead of a product speed
- * it up. The o product (33.5 MB, under the L2) over copies larger than the
- * L2, after nothing, after a bulk L2 prefetch of its own copy (all of it,
- * or its blocks' first tiles: the first 16 MB) or of another copy (the same
- * traffic, no use), and on one copy over and over; then the captured
- * decode layer with each product prefetching the next one's first tiles
- * (tern_cuda_set_l2next) at several depths, twice over. */
-void ops_time_l2(void)
-{
-    enum { L = OPS_LAYERS };
-    ops_layers ly;
-    ops_layers_make(&ly, 700);
-    size_t ob = (size_t)OPS_D * OPS_D * 2, half = ob / 2;
-    float ms;
-    TIME_IT(ms, ops_layer_run(&ly, i_ % L, 2u));
-    printf("l2: o alone over %d copies: %.2f us\n", L, ms * 1e3);
-    TIME_IT(ms, ops_layer_run(&ly, 0, 2u));
-    printf("l2: o on one copy over and over: %.2f us\n", ms * 1e3);
-    TIME_IT(ms, tern_cuda_l2_prefetch(ops_cuda, ly.wo[i_ % L], ob));
-    printf("l2: the prefetch of a copy alone: %.2f us\n", ms * 1e3);
-    TIME_IT(ms, (tern_cuda_l2_prefetch(ops_cuda, ly.wo[i_ % L], ob), ops_layer_run(&ly, i_ % L, 2u)));
-    printf("l2: prefetch of its copy (33.5 MB), then o: %.2f us\n", ms * 1e3);
-    TIME_IT(ms, (tern_cuda_l2_prefetch(ops_cuda, ly.wo[(i_ + 1) % L], ob), ops_layer_run(&ly, i_ % L, 2u)));
-    printf("l2: prefetch of another copy, then o: %.2f us\n", ms * 1e3);
-    TIME_IT(ms, (tern_cuda_l2_prefetch(ops_cuda, ly.wo[i_ % L], half), ops_layer_run(&ly, i_ % L, 2u)));
-    printf("l2: prefetch of its first 16.8 MB, then o: %.2f us\n", ms * 1e3);
-    TIME_IT(ms, (tern_cuda_l2_prefetch(ops_cuda, ly.wo[(i_ + 1) % L], half), ops_layer_run(&ly, i_ % L, 2u)));
-    printf("l2: prefetch of another copy's first 16.8 MB, then o: %.2f us\n", ms * 1e3);
-    static const int depth[] = {0, 16, 8, 4, 0, 16, 8, 4};
-    for (int i = 0; i < 8; i++) {
-        int was = tern_cuda_set_l2next(ops_cuda, depth[i]);
-        printf("l2: captured layer, next product's first tiles %d blocks a part: %.2f us a layer\n", depth[i],
-               chain_graph_us(&ly));
-        tern_cuda_set_l2next(ops_cuda, was);
-    }
-    ops_layers_free(&ly);
-}
-
 /* ops_test --chain: the decode layer's products in sequence under the
  * one-row kernel's modes in turn (TERN_CUDA_SKX 5, the default, then 3 and
  * 2), twice over. */

@@ -31,9 +31,6 @@ struct tern_cuda {
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;
-    int l2next;              /* TERN_CUDA_L2NEXT: blocks of each part of K of the next captured one-row product's
-                                first tiles that each one-row product prefetches into L2 as its blocks finish; 0 none */
-    struct sk_pending *sk_prev; /* mma_skinny.cu's last captured one-row launch (owned, malloc) */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;
     char desc[320];

@@ -65,12 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
-/* Inside a graph capture, each one-row product prefetches into L2, as its
- * blocks finish, the next one-row product's first tiles: the first
- * `blocks` 32-element blocks of each of the 8 parts of K of each of their
- * rows (TERN_CUDA_L2NEXT; 0, the default, none). Speed only: the bits are
- * the same. Returns the previous value. */
-int tern_cuda_set_l2next(tern_cuda *c, int blocks);
 /* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
  * elsewhere nothing is recorded): each of the next `launches` launches of
  * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the
@@ -321,9 +315,6 @@ tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern_dtype dt, 
 /* Reads bytes of d_src with 16-byte loads (the pattern of the matmul
  * weight stream) and writes one word per block to d_sink (4096 floats). */
 tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, float *d_sink);
-/* Queues bulk L2 prefetches of bytes of d_src (4 KiB a thread) and returns
- * once they are issued (the kernel does not wait for the data). */
-tern_status tern_cuda_l2_prefetch(tern_cuda *c, const void *d_src, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -60,8 +60,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
     c->fold_splits = fs ? atoi(fs) : 32;
-    const char *l2 = getenv("TERN_CUDA_L2NEXT");
-    c->l2next = l2 ? atoi(l2) : 0;
     const char *wg = getenv("TERN_CUDA_WGMMA");
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
@@ -87,7 +85,6 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
-    free(c->sk_prev);
     free(c);
 }
 
@@ -102,13 +99,6 @@ extern "C" int tern_cuda_set_fold_splits(tern_cuda *c, int n)
 {
     int was = c->fold_splits;
     c->fold_splits = n;
-    return was;
-}
-
-extern "C" int tern_cuda_set_l2next(tern_cuda *c, int blocks)
-{
-    int was = c->l2next;
-    c->l2next = blocks > 0 ? blocks : 0;
     return was;
 }
 
@@ -315,24 +305,6 @@ extern "C" tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->device), "device attribute");
     read_bw_kernel<<<(sms * 8 > 4096 ? 4096 : sms * 8), 256, 0, c->stream>>>((const uint4 *)d_src, bytes / 16, d_sink);
     return launched("read bandwidth");
-}
-
-/* One bulk L2 prefetch of up to 4 KiB per thread. */
-__global__ void l2_prefetch_kernel(const char *src, size_t bytes)
-{
-    size_t off = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4096;
-    if (off >= bytes) return;
-    size_t n = bytes - off < 4096 ? bytes - off : 4096;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"((unsigned)(n & ~(size_t)15))
-                 : "memory");
-}
-
-extern "C" tern_status tern_cuda_l2_prefetch(tern_cuda *c, const void *d_src, size_t bytes)
-{
-    size_t chunks = (bytes + 4095) / 4096;
-    if (!chunks) return TERN_OK;
-    l2_prefetch_kernel<<<(unsigned)((chunks + 255) / 256), 256, 0, c->stream>>>((const char *)d_src, bytes);
-    return launched("l2 prefetch");
 }
 
 /* splitmix64 of (seed, index) -> uniform [-scale, scale). */

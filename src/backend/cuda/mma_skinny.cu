@@ -31,13 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    /* The next one-row product's first tiles, prefetched into L2 by each
-     * block once its own tiles are done (tern_cuda_set_l2next; pf_rows 0:
-     * none): rows 0..pf_rows-1 of pf0 (and of pf1 when not NULL), in each
-     * part of K's blocks its first pf_kb blocks. Set on a captured launch
-     * by the next one (sk_l2next_link). */
-    const uint16_t *pf0, *pf1;
-    int pf_rows, pf_K, pf_kb;
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -284,26 +277,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     }
 }
 
-/* This block's share of the next product's first tiles into L2 (the
- * index runs over matrix, row, part; each thread one bulk prefetch). */
-__device__ __forceinline__ void sk_prefetch_next(const sk_args &a)
-{
-    long total = (long)(a.pf1 ? 2 : 1) * a.pf_rows * MMA_PARTS;
-    long lo = total * blockIdx.x / gridDim.x, hi = total * (blockIdx.x + 1) / gridDim.x;
-    int nb = a.pf_K / MMA_KB;
-    for (long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        int q = (int)(i % MMA_PARTS);
-        long rr = i / MMA_PARTS;
-        int m = (int)(rr / a.pf_rows), r = (int)(rr % a.pf_rows);
-        int kb0 = mma_part(nb, q), len = mma_part(nb, q + 1) - kb0;
-        if (len > a.pf_kb) len = a.pf_kb;
-        const uint16_t *p = (m ? a.pf1 : a.pf0) + (size_t)r * a.pf_K + (size_t)kb0 * MMA_KB;
-        if (len > 0)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)(len * MMA_KB * 2))
-                         : "memory");
-    }
-}
-
 /* The one-row kernel (M = 1) with x prepared once per block
  * (TERN_CUDA_SKX = 2, 3 or 4: the blocks a multiprocessor must hold; 5
  * below; H200, Qwen3-8B shape, decode 4.87 ms a token at 3 against
@@ -437,59 +410,11 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #endif
     }
     SK_STAMP(6);
-    if (a.pf_rows) sk_prefetch_next(a);
 #ifdef TERN_CUDA_TIMELINE
     if (a.tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)
         a.tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + 7] =
             dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32;
 #endif
-}
-
-/* The last one-row launch of the graph being captured (tern_cuda_set_l2next):
- * its node and the arguments it was queued with. */
-struct sk_pending {
-    unsigned long long capture;
-    cudaGraphNode_t node;
-    const void *fn;
-    dim3 grid;
-    size_t smem;
-    sk_args args;
-};
-
-/* After a one-row launch under capture (c->l2next blocks a part): the
- * previous one-row launch of the same capture gets this one's first tiles
- * to prefetch (its node's arguments rewritten), and this one becomes the
- * previous. Outside a capture nothing is linked. */
-static tern_status sk_l2next_link(tern_cuda *c, const void *fn, dim3 grid, size_t smem, const sk_args &b, int nmat)
-{
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    unsigned long long id = 0;
-    const cudaGraphNode_t *deps = NULL;
-    size_t nd = 0;
-    CUDA_TRY(cudaStreamGetCaptureInfo(c->stream, &cs, &id, NULL, &deps, NULL, &nd), "capture info");
-    if (cs != cudaStreamCaptureStatusActive || nd != 1) return TERN_OK;
-    if (!c->sk_prev && !(c->sk_prev = (sk_pending *)calloc(1, sizeof *c->sk_prev)))
-        return tern_error(TERN_E_NOMEM, "cuda: out of memory");
-    sk_pending *p = c->sk_prev;
-    if (p->node && p->capture == id) {
-        sk_args &q = p->args;
-        int per = b.ilv ? 4 : 8, rows = b.ilv ? b.N / 2 : b.N;
-        q.pf0 = b.w0;
-        q.pf1 = (b.ilv || nmat == 2) ? b.w1 : NULL;
-        q.pf_rows = per * (int)grid.x < rows ? per * (int)grid.x : rows;
-        q.pf_K = b.K;
-        q.pf_kb = c->l2next;
-        cudaKernelNodeParams kp = {};
-        void *kargs[1] = {&q};
-        kp.func = (void *)p->fn;
-        kp.gridDim = p->grid;
-        kp.blockDim = dim3(SK_THREADS);
-        kp.sharedMemBytes = (unsigned)p->smem;
-        kp.kernelParams = kargs;
-        CUDA_TRY(cudaGraphKernelNodeSetParams(p->node, &kp), "one-row product: linking its L2 prefetch");
-    }
-    p->capture = id, p->node = deps[0], p->fn = fn, p->grid = grid, p->smem = smem, p->args = b;
-    return TERN_OK;
 }
 
 template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
@@ -506,10 +431,8 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    dim3 grid = one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1);
-    st = launch(c, "mma_skinny_one", kern, grid, dim3(SK_THREADS), smem, b);
-    if (!st && c->l2next) st = sk_l2next_link(c, (const void *)kern, grid, smem, b, NMAT);
-    return st;
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+                  dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */
