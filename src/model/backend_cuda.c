@@ -38,8 +38,7 @@ static tern_status graph_start(tern_model *m, const tern_pass *p)
     cuda_model *d = cm(m);
     d->gmode = G_EAGER;
     if (!d->graph_on || d->prof || p->T != d->nr || p->T > TERN_CUDA_GEMV_MAX_M) return TERN_OK;
-    const void *sig[GRAPH_SIG] = {m->exec->d_scratch, d->stage.d, d->part.d, d->count.d, d->bias.d, d->norm_tmp.d,
-                                  d->qcount.d};
+    const void *sig[GRAPH_SIG] = {m->exec->d_scratch, d->stage.d, d->part.d, d->count.d, d->bias.d, d->norm_tmp.d};
     graph_slot *s = NULL;
     for (int i = 0; i < GRAPH_SLOTS && !s; i++) {
         graph_slot *g = &d->gs[i];
@@ -268,7 +267,6 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
         ((st = cuda_dbuf_reserve(d->c, &d->part, tern_cuda_attention_tmp_bytes(T, max_len, c->n_heads, hd), 0)) ||
          (st = cuda_dbuf_reserve(d->c, &d->count, tern_cuda_attention_count_bytes(T, c->n_kv_heads), 1))))
         return st;
-    if ((st = cuda_dbuf_reserve(d->c, &d->qcount, tern_cuda_qkv_count_bytes(c->n_heads, c->n_kv_heads), 1))) return st;
     if ((st = cuda_dbuf_reserve(d->c, &d->logits, (size_t)(p->n_out > 0 ? p->n_out : 1) * c->vocab * sizeof(float), 0)))
         return st;
     int no = p->n_out > 0 ? p->n_out : 1;
@@ -364,15 +362,6 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
     const void *qn = c->qk_norm ? L->q_norm.dev : NULL, *kn = c->qk_norm ? L->k_norm.dev : NULL;
     tern_dtype qkdt = c->qk_norm ? L->q_norm.dt : TERN_DT_F32;
     tern_status st;
-    if (folded(m, FOLD_QKV) && p->T == 1 && !d->layers[l].bias && !attn_fused(m, p)) {
-        /* one token: the product, then its prologue, folded into it on the
-         * one-row kernel (tern_cuda_set_qkv_fold) */
-        tern_cuda_qkv_fold f = {c->n_heads, c->n_kv_heads, c->head_dim, c->rope_dim, qn, kn, qkdt, c->rms_eps,
-                                d->d_rope, d->d_rows + (size_t)l * d->nr, d->d_tok_row, d->qcount.d};
-        return prof(d, PROF_QKV,
-                    tern_cuda_qkv_norm_prologue(d->c, x, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
-                                                L->wq.dt, qkv, d->norm_tmp.d, &f));
-    }
     if (folded(m, FOLD_QKV)) {
         st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
                                    L->wq.dt, ld, qkv, ld, d->norm_tmp.d);

@@ -162,7 +162,6 @@ void tern_backend_cuda_unload(tern_model *m)
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);
     tern_cuda_free(d->c, d->count.d);
-    tern_cuda_free(d->c, d->qcount.d);
     tern_cuda_free(d->c, d->logits.d);
     tern_cuda_free(d->c, d->bias.d);
     tern_cuda_free(d->c, d->sum_tmp.d);

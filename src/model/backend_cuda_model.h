@@ -14,7 +14,7 @@ enum { FOLD_GATE_UP = 1, FOLD_QKV = 2 };
 enum { PROF_EMBED, PROF_QKV, PROF_ATTN, PROF_O, PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_SUMMARY, PROF_COPY,
        PROF_CLASSES };
 
-enum { G_EAGER, G_CAPTURE, G_REPLAY, GRAPH_SLOTS = 8, GRAPH_SIG = 7 };
+enum { G_EAGER, G_CAPTURE, G_REPLAY, GRAPH_SLOTS = 8, GRAPH_SIG = 6 };
 typedef struct {
     int T, nr, n_out, max_len;      /* the key */
     const void *sig[GRAPH_SIG];     /* buffers the capture's kernels address */
@@ -48,7 +48,6 @@ typedef struct {
     size_t stage_cap;
     dbuf stage;             /* the staging blob on the device */
     dbuf part, count, logits, bias;
-    dbuf qcount;                        /* tern_cuda_qkv_norm_prologue's head counters (zeroed) */
     dbuf sum_tmp, sum_count, sum_out;   /* sampling summaries: scratch, counters (zeroed), results */
     tern_cuda_lsum *h_sum;  /* owned pinned host copy of the results, sum_cap entries */
     int sum_cap;

@@ -45,8 +45,6 @@ void ops_time_chains(void);
 /* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
 void ops_pair(void);
 void ops_time_pair(void);
-/* ops_qkv.c: the q/k/v product with the attention prologue folded in, checked. */
-void ops_qkv(void);
 /* ops_timeline.c: the decode layer's products block by block (--timeline). */
 void ops_timeline(void);
 

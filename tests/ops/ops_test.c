@@ -171,7 +171,6 @@ int main(int argc, char **argv)
         ops_attention();
         ops_fused();
         ops_pair();
-        ops_qkv();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }

@@ -65,11 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
-/* tern_cuda_qkv_norm_prologue's fold: 0 the product and the prologue as
- * two kernels, 1 the prologue inside the one-row product, 2 that and the
- * next kernel let launch once a block's tiles are done (TERN_CUDA_QKV_FOLD;
- * the same bits). Returns the previous mode. */
-int tern_cuda_set_qkv_fold(tern_cuda *c, int mode);
 /* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
  * elsewhere nothing is recorded): each of the next `launches` launches of
  * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the
@@ -240,27 +235,6 @@ tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n,
                                      int head_dim, int rope_dim, const void *d_qnorm, const void *d_knorm,
                                      tern_dtype wdt, float eps, const float *d_cs, const tern_cuda_attn_row *d_rows,
                                      const int *d_tok_row);
-
-/* The q/k/v product of one token with its input RMSNorm folded
- * (tern_cuda_matmul_norm's bits, N = (n_heads + 2 n_kv_heads) head_dim,
- * d_qkv [N]) and then its attention prologue (tern_cuda_qkv_rope_store's
- * bits). With tern_cuda_set_qkv_fold on, on the one-row kernel, the
- * prologue runs inside the product: the last block to finish a head's
- * tiles norms, ropes and stores it; else the two ops run. */
-typedef struct {
-    int n_heads, n_kv_heads, head_dim, rope_dim;
-    const void *d_qnorm, *d_knorm;   /* NULL: no q/k norm */
-    tern_dtype wdt;                  /* of the q/k norm weights */
-    float eps;
-    const float *d_cs;               /* rope table as tern_cuda_rope's */
-    const tern_cuda_attn_row *d_rows;
-    const int *d_tok_row;
-    unsigned *d_count;               /* tern_cuda_qkv_count_bytes of counters, zeroed once (each call leaves them zero) */
-} tern_cuda_qkv_fold;
-tern_status tern_cuda_qkv_norm_prologue(tern_cuda *c, const float *d_x, int K, const float *d_nw, float eps,
-                                        const void *d_w, tern_dtype wdt, float *d_qkv, float *d_tmp,
-                                        const tern_cuda_qkv_fold *f);
-size_t tern_cuda_qkv_count_bytes(int n_heads, int n_kv_heads);
 
 /* Writes the n_q new keys and values of every row (k, v [total_q,
  * n_kv_heads*head_dim], token t of row r at index q0 + i) at positions

@@ -8,10 +8,6 @@ tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x,
                                 tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps,
                                 float *tmp);
 
-bool tern_cuda_mma_one_qkv_takes(const tern_cuda *c, int K, int N, int head_dim);
-tern_status tern_cuda_mma_one_qkv(tern_cuda *c, const float *x, int K, const void *w, int N, float *y, const float *nw,
-                                  float eps, const tern_cuda_qkv_fold *f, int trig);
-
 static bool use_cublas(tern_cuda_mm_path path, int M, tern_dtype wdt)
 {
     return path == TERN_CUDA_MM_CUBLAS && M > TERN_CUDA_GEMV_MAX_M && wdt == TERN_DT_BF16;
@@ -94,23 +90,4 @@ extern "C" tern_status tern_cuda_matmul_norm(tern_cuda *c, const float *d_x, int
         if (st) return st;
     }
     return TERN_OK;
-}
-
-extern "C" size_t tern_cuda_qkv_count_bytes(int n_heads, int n_kv_heads)
-{
-    return (size_t)(n_heads + 2 * n_kv_heads) * sizeof(unsigned);
-}
-
-extern "C" tern_status tern_cuda_qkv_norm_prologue(tern_cuda *c, const float *d_x, int K, const float *d_nw, float eps,
-                                                   const void *d_w, tern_dtype wdt, float *d_qkv, float *d_tmp,
-                                                   const tern_cuda_qkv_fold *f)
-{
-    int N = (f->n_heads + 2 * f->n_kv_heads) * f->head_dim;
-    if (c->qkv_fold && tern_cuda_mma_takes(c, wdt, K) && f->d_cs && f->rope_dim <= f->head_dim && f->rope_dim % 2 == 0 &&
-        tern_cuda_mma_one_qkv_takes(c, K, N, f->head_dim))
-        return tern_cuda_mma_one_qkv(c, d_x, K, d_w, N, d_qkv, d_nw, eps, f, c->qkv_fold == 2);
-    tern_status st = tern_cuda_matmul_norm(c, d_x, 1, K, d_nw, eps, d_w, wdt, N, d_qkv, N, d_tmp);
-    if (st) return st;
-    return tern_cuda_qkv_rope_store(c, d_qkv, N, 1, f->n_heads, f->n_kv_heads, f->head_dim, f->rope_dim, f->d_qnorm,
-                                    f->d_knorm, f->wdt, f->eps, f->d_cs, f->d_rows, f->d_tok_row);
 }

@@ -13,7 +13,6 @@
  * written by a kernel), and each tile's last loads are followed by the next
  * tile's first. */
 #include "backend/cuda/mma.cuh"
-#include "backend/cuda/norm.cuh"
 
 enum { SK_THREADS = 32 * MMA_PARTS };
 
@@ -32,20 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    /* The attention prologue folded into a one-row q/k/v product (pro_H >
-     * 0; tern_cuda_mma_one_qkv): y is the token's fused row of pro_H query
-     * heads, then pro_HK keys and pro_HK values of pro_hd, and the last
-     * block to finish a head's tiles (pro_count, a counter a head) runs
-     * tern_cuda_qkv_rope_store's arithmetic on it (qkv_head). */
-    int pro_H, pro_HK, pro_hd, pro_rope;
-    const void *pro_qw, *pro_kw;
-    tern_dtype pro_wdt;
-    float pro_eps;
-    const float *pro_cs;
-    const tern_cuda_attn_row *pro_rows;
-    const int *pro_tok;
-    unsigned *pro_count;
-    int pro_trig; /* let the next kernel launch once the block's tiles are done */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -292,37 +277,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     }
 }
 
-enum { SK_PRO_TILES = 32 }; /* tiles a block at most when the prologue is folded in */
-
-/* After a block's last tile (the folded prologue): the block counts each
- * of its tiles on its head's counter, and for the heads whose last tile
- * it was, one warp a head runs the prologue (the writers' stores fenced
- * before the count, the reads through L2 after it, as the attention's
- * fold). buf: MMA_PARTS x pro_hd floats of shared memory. */
-__device__ __forceinline__ void sk_prologue(const sk_args &a, float *buf)
-{
-    __shared__ int heads[SK_PRO_TILES], nh;
-    const int tph = a.pro_hd / 8, ntiles = (a.N + 7) / 8;
-    const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-    if (threadIdx.x < 8) __threadfence(); /* the epilogue's writers */
-    if (threadIdx.x == 0) nh = 0;
-    __syncthreads();
-    if (threadIdx.x < mine) {
-        int h = ((int)blockIdx.x + (int)threadIdx.x * (int)gridDim.x) / tph;
-        if (atomicAdd(a.pro_count + h, 1u) == (unsigned)tph - 1) {
-            a.pro_count[h] = 0;
-            heads[atomicAdd(&nh, 1)] = h;
-        }
-    }
-    __syncthreads();
-    if (!nh) return;
-    __threadfence();
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int k = w; k < nh; k += MMA_PARTS)
-        qkv_head(a.y, a.ldy, 0, heads[k], a.pro_H, a.pro_HK, a.pro_hd, a.pro_rope, a.pro_qw, a.pro_kw, a.pro_wdt,
-                 a.pro_eps, a.pro_cs, a.pro_rows, a.pro_tok, buf + w * a.pro_hd, lane);
-}
-
 /* The one-row kernel (M = 1) with x prepared once per block
  * (TERN_CUDA_SKX = 2, 3 or 4: the blocks a multiprocessor must hold; 5
  * below; H200, Qwen3-8B shape, decode 4.87 ms a token at 3 against
@@ -456,14 +410,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #endif
     }
     SK_STAMP(6);
-    if constexpr (NMAT == 1 && NORM) {
-        if (a.pro_H) {
-#if __CUDA_ARCH__ >= 900
-            if (a.pro_trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-            sk_prologue(a, reinterpret_cast<float *>(sx4));
-        }
-    }
 #ifdef TERN_CUDA_TIMELINE
     if (a.tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)
         a.tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + 7] =
@@ -479,7 +425,6 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
     size_t smem = sx_smem(a.K);
-    if (a.pro_H && smem < (size_t)MMA_PARTS * a.pro_hd * sizeof(float)) smem = (size_t)MMA_PARTS * a.pro_hd * sizeof(float);
     sk_args b = a;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
@@ -542,29 +487,6 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
     if (a.M <= 16) return sk_launch<1, false, LO, NMAT, NORM, 4>(c, a);
     if (a.M <= 32) return sk_launch<2, false, LO, NMAT, NORM, 4>(c, a);
     return sk_launch<4, false, LO, NMAT, NORM, NMAT == 1 ? 4 : 2>(c, a);
-}
-
-/* The one-row q/k/v product with the norm folded and the attention
- * prologue after it (mma.cuh). */
-bool tern_cuda_mma_one_qkv_takes(const tern_cuda *c, int K, int N, int head_dim)
-{
-    if (c->sk_x != 5 || sx_smem(K) > SX_MAX_SMEM || head_dim % 8 || head_dim > NORM_HEAD_MAX ||
-        N % head_dim)
-        return false;
-    int ntiles = (N + 7) / 8; /* a wave of at least one block a multiprocessor */
-    return (ntiles + c->sms - 1) / c->sms <= SK_PRO_TILES;
-}
-
-tern_status tern_cuda_mma_one_qkv(tern_cuda *c, const float *x, int K, const void *w, int N, float *y, const float *nw,
-                                  float eps, const tern_cuda_qkv_fold *f, int trig)
-{
-    if (!tern_cuda_mma_one_qkv_takes(c, K, N, f->head_dim) || N != (f->n_heads + 2 * f->n_kv_heads) * f->head_dim)
-        return tern_error(TERN_E_INTERNAL, "cuda mma: the folded q/k/v prologue does not take K=%d N=%d", K, N);
-    sk_args a = {x, 1, K, (const uint16_t *)w, NULL, N, y, N, 0, nw, eps};
-    a.pro_H = f->n_heads, a.pro_HK = f->n_kv_heads, a.pro_hd = f->head_dim, a.pro_rope = f->rope_dim;
-    a.pro_qw = f->d_qnorm, a.pro_kw = f->d_knorm, a.pro_wdt = f->wdt, a.pro_eps = f->eps, a.pro_cs = f->d_cs;
-    a.pro_rows = f->d_rows, a.pro_tok = f->d_tok_row, a.pro_count = f->d_count, a.pro_trig = trig;
-    return sx_launch<true, 1, true, 2, 8>(c, a);
 }
 
 /* y = x . w^T for M <= 64 rows (internal: mma_gemm.cu's dispatch). nw:
