@@ -45,6 +45,8 @@ void ops_time_chains(void);
 /* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
 void ops_pair(void);
 void ops_time_pair(void);
+/* ops_floor.c: one-row products' cost apart from their bytes (--floor). */
+void ops_floor(void);
 /* ops_timeline.c: the decode layer's products block by block (--timeline). */
 void ops_timeline(void);
 

@@ -3,7 +3,8 @@
  * error, plus bit-identity checks for batch invariance. `ops_test --time`
  * prints kernel timings instead (Qwen3-8B shapes), `--chain` only the
  * decode layer's products in sequence under the one-row kernel's modes,
- * `--timeline` those products block by block (ops_timeline.c).
+ * `--timeline` those products block by block (ops_timeline.c), `--floor`
+ * what a one-row product costs apart from its bytes (ops_floor.c).
  *
  * Without a usable CUDA device it prints "skipped: <reason>" and exits 0.
  * Exit status 1 when any case fails. */
@@ -148,9 +149,9 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
     int timing = argc > 1 && !strcmp(argv[1], "--time"), chain = argc > 1 && !strcmp(argv[1], "--chain");
-    int timeline = argc > 1 && !strcmp(argv[1], "--timeline");
-    if (argc > 1 && !timing && !chain && !timeline) {
-        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline]\n");
+    int timeline = argc > 1 && !strcmp(argv[1], "--timeline"), floor_ = argc > 1 && !strcmp(argv[1], "--floor");
+    if (argc > 1 && !timing && !chain && !timeline && !floor_) {
+        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline | --floor]\n");
         return 2;
     }
     if (tern_cuda_open(0, &ops_cuda) != TERN_OK) {
@@ -160,6 +161,8 @@ int main(int argc, char **argv)
     printf("device: %s\n", tern_cuda_describe(ops_cuda));
     if (timeline) {
         ops_timeline();
+    } else if (floor_) {
+        ops_floor();
     } else if (chain) {
         ops_time_pair();
         ops_time_chains();
