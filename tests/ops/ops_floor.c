@@ -4,8 +4,10 @@
  * only the kernel boundary, x and one tile's latency) up to 4096 rows
  * (the o product), each over copies of its weight larger than the L2 and
  * over one copy (the L2 warm from the launch before, where it fits); and
- * a one-element add 64 in a row (a kernel boundary with no work). */
+ * a one-element add 64 in a row (a kernel boundary with no work). A build
+ * with -DTERN_CUDA_TIMELINE also prints where a product's time goes. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ops_harness.h"
 
@@ -57,6 +59,59 @@ static float adds_us(float *y, const float *x)
     return best * 1e3f / (4 * RUN);
 }
 
+static int cmp_ull(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A build with -DTERN_CUDA_TIMELINE: TL products of N rows in a graph with
+ * the one-row kernel's stamps, replayed; for the middle one, the median
+ * over blocks of each stamp (entry, past the wait, x prepared, first tile's
+ * end, end) in us after the previous product's last block ended. */
+enum { TL = 8 };
+static void floor_timeline(void *const *w, int N, const float *x, float *y)
+{
+    size_t per = (size_t)TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS, bytes = TL * per * 8;
+    unsigned long long *tl = ops_dev_zero(bytes), *st = calloc(1, bytes);
+    if (!st) {
+        ops_ok(TERN_E_NOMEM, "floor: timeline buffer");
+        tern_cuda_free(ops_cuda, tl);
+        return;
+    }
+    tern_cuda_set_timeline(ops_cuda, tl, TL);
+    tern_cuda_graph *g = NULL;
+    tern_status s = tern_cuda_graph_begin(ops_cuda);
+    for (int i = 0; i < TL && !s; i++)
+        s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, 1, K, w[i % COPIES], TERN_DT_BF16, N, y,
+                             N, 0, NULL);
+    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
+    int recorded = tern_cuda_set_timeline(ops_cuda, NULL, 0);
+    if (ops_ok(s ? s : s2, "floor: capture")) {
+        for (int k = 0; k < 4; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "floor: replay");
+        ops_get(st, tl, bytes);
+    }
+    if (g) tern_cuda_graph_free(g);
+    const unsigned long long *P = st + (TL / 2 - 1) * per, *L = st + (TL / 2) * per;
+    int np = (int)(P[7] >> 32), n = (int)(L[7] >> 32);
+    if (recorded == TL && n > 0 && np > 0 && n <= TERN_CUDA_TL_BLOCKS && np <= TERN_CUDA_TL_BLOCKS) {
+        unsigned long long t0 = 0, v[TERN_CUDA_TL_BLOCKS];
+        for (int b = 0; b < np; b++)
+            if (P[(size_t)b * TERN_CUDA_TL_SLOTS + 6] > t0) t0 = P[(size_t)b * TERN_CUDA_TL_SLOTS + 6];
+        printf("floor: N = %4d, %d blocks, median us after the previous product's end:", N, n);
+        static const int slots[] = {0, 1, 2, 3, 6};
+        static const char *const what[] = {"entry", "wait", "x ready", "tile 1 end", "end"};
+        for (int i = 0; i < 5; i++) {
+            for (int b = 0; b < n; b++) v[b] = L[(size_t)b * TERN_CUDA_TL_SLOTS + slots[i]];
+            qsort(v, n, sizeof *v, cmp_ull);
+            printf(" %s %.2f", what[i], ((double)v[n / 2] - (double)t0) / 1e3);
+        }
+        printf(" (last end %.2f)\n", ((double)v[n - 1] - (double)t0) / 1e3);
+    }
+    free(st);
+    tern_cuda_free(ops_cuda, tl);
+}
+
 void ops_floor(void)
 {
     static const int rows[] = {8, 256, 1024, 2048, 4096};
@@ -71,6 +126,7 @@ void ops_floor(void)
         printf("floor: N = %4d (%5.1f MB): %6.2f us over %d copies (%5.0f GB/s), %6.2f us over one (%5.0f GB/s)\n",
                rows[i], mb, cold, COPIES, mb / 1e3 / (cold / 1e6), warm, mb / 1e3 / (warm / 1e6));
     }
+    for (int i = 0; i < 5; i++) floor_timeline(w, rows[i], x, y);
     for (int c = 0; c < COPIES; c++) tern_cuda_free(ops_cuda, w[c]);
     tern_cuda_free(ops_cuda, x);
     tern_cuda_free(ops_cuda, y);
