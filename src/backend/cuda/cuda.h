@@ -65,10 +65,6 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old
  * setting). */
 int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
-/* One-row products (mode 5) load their first tile's first two batches of
- * weights before the wait for the previous kernel instead of one
- * (TERN_CUDA_SKPRE2; the same bits). Returns the old setting. */
-int tern_cuda_set_sk_pre2(tern_cuda *c, int on);
 /* A timeline of the one-row products (a build with -DTERN_CUDA_TIMELINE;
  * elsewhere nothing is recorded): each of the next `launches` launches of
  * the one-row kernel writes, per block b, TERN_CUDA_TL_SLOTS stamps of the

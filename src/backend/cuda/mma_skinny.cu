@@ -31,9 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    /* the one-row kernel loads its first tile's second batch before the
-     * wait too (tern_cuda_set_sk_pre2) */
-    int pre2;
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -111,12 +108,12 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
  * kernels. */
 template <int NMAT, int U, class STEP>
 __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
-                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step, bool have_b = false)
+                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
     int kb = kb0;
     for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-        if (b + 1 < nfull && !(b == 0 && have_b)) sk_load<NMAT, U>(bB, wr, kb + U, U);
+        if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
         step(bA, kb, U);
         if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
         if (b + 1 < nfull) step(bB, kb + U, U);
@@ -305,8 +302,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     SK_STAMP(0);
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
-    bool have_b = a.pre2 && w.tile < ntiles && w.nfull > 1;
-    if (have_b) sk_load<NMAT, U>(bB, wr, kb0 + U, U);
     wait_prior_grid();
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
@@ -366,8 +361,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                     }
                 }
         };
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step, have_b);
-        have_b = false;
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
@@ -432,7 +426,6 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (st) return st;
     size_t smem = sx_smem(a.K);
     sk_args b = a;
-    b.pre2 = c->sk_pre2;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)
