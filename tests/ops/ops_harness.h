@@ -47,6 +47,8 @@ void ops_pair(void);
 void ops_time_pair(void);
 /* ops_floor.c: one-row products' cost apart from their bytes (--floor). */
 void ops_floor(void);
+/* ops_attn_timeline.c: the attention's chain block by block (--attn-timeline). */
+void ops_attn_timeline(void);
 /* ops_timeline.c: the decode layer's products block by block (--timeline). */
 void ops_timeline(void);
 

@@ -4,7 +4,8 @@
  * prints kernel timings instead (Qwen3-8B shapes), `--chain` only the
  * decode layer's products in sequence under the one-row kernel's modes,
  * `--timeline` those products block by block (ops_timeline.c), `--floor`
- * what a one-row product costs apart from its bytes (ops_floor.c).
+ * what a one-row product costs apart from its bytes (ops_floor.c),
+ * `--attn-timeline` the attention's chain block by block.
  *
  * Without a usable CUDA device it prints "skipped: <reason>" and exits 0.
  * Exit status 1 when any case fails. */
@@ -150,8 +151,9 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
     int timing = argc > 1 && !strcmp(argv[1], "--time"), chain = argc > 1 && !strcmp(argv[1], "--chain");
     int timeline = argc > 1 && !strcmp(argv[1], "--timeline"), floor_ = argc > 1 && !strcmp(argv[1], "--floor");
-    if (argc > 1 && !timing && !chain && !timeline && !floor_) {
-        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline | --floor]\n");
+    int atl = argc > 1 && !strcmp(argv[1], "--attn-timeline");
+    if (argc > 1 && !timing && !chain && !timeline && !floor_ && !atl) {
+        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline | --floor | --attn-timeline]\n");
         return 2;
     }
     if (tern_cuda_open(0, &ops_cuda) != TERN_OK) {
@@ -163,6 +165,8 @@ int main(int argc, char **argv)
         ops_timeline();
     } else if (floor_) {
         ops_floor();
+    } else if (atl) {
+        ops_attn_timeline();
     } else if (chain) {
         ops_time_pair();
         ops_time_chains();

@@ -16,6 +16,25 @@
 
 enum { S = ATT_S };
 
+#ifdef TERN_CUDA_TIMELINE
+__device__ unsigned long long *g_att_tl;
+#define ATT_BLOCK ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)
+#endif
+tern_status tern_cuda_pro_timeline(unsigned long long *d_buf);
+
+/* The attention chain's stamps (cuda.h): the prologue kernel's into d_pro,
+ * the split kernel's into d_att (NULL: none). */
+extern "C" tern_status tern_cuda_set_attn_timeline(tern_cuda *c, unsigned long long *d_pro, unsigned long long *d_att)
+{
+    (void)c;
+#ifdef TERN_CUDA_TIMELINE
+    CUDA_TRY(cudaMemcpyToSymbol(g_att_tl, &d_att, sizeof d_att), "attention timeline");
+#else
+    (void)d_att;
+#endif
+    return tern_cuda_pro_timeline(d_pro);
+}
+
 /* Shared memory of one block: q [G][QKS], k [S][QKS] (att_qk_stride), v
  * [S][hd + 4] (the values' reads of keys 2t, 2t + 1 at dimension g hit
  * distinct banks). */
@@ -44,10 +63,15 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
      * positions before this pass (written by earlier passes) are read
      * before waiting for the previous kernel; the new ones after. */
     int s = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
+    TL_STAMP(g_att_tl, ATT_BLOCK, 0);
     tern_cuda_attn_row r = rows[tok_row[t]];
     int vis = query_pos(r, t) + 1, j0 = s * S, old = r.len - r.n_q;
     if (j0 >= vis) {
         wait_prior_grid();
+#ifdef TERN_CUDA_TIMELINE
+        if (g_att_tl && threadIdx.x == 0 && ATT_BLOCK < TERN_CUDA_TL_BLOCKS)
+            g_att_tl[(size_t)ATT_BLOCK * TERN_CUDA_TL_SLOTS + 7] = (unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32;
+#endif
         return;
     }
     int nk = vis - j0 < S ? vis - j0 : S;
@@ -85,7 +109,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
             if (pro.d_knorm) pnw[1][i] = weight_at(pro.d_knorm, pro.wdt, i);
         }
     }
+    TL_STAMP(g_att_tl, ATT_BLOCK, 1);
     wait_prior_grid();
+    TL_STAMP(g_att_tl, ATT_BLOCK, 2);
 #if __CUDA_ARCH__ >= 900
     if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -132,6 +158,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         for (int i = tid; i < G * hd; i += ATT_THREADS) qs[(i / hd) * KS + i % hd] = q[(long)t * ldq + (long)kvh * G * hd + i];
     }
     __syncthreads();
+    TL_STAMP(g_att_tl, ATT_BLOCK, 3);
     float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
     long gstride = (long)max_splits * (hd + 2);
     {
@@ -192,6 +219,12 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     }
     /* The last split block of this (query, kv head) folds all splits
      * (attn_fold), unless a separate launch folds them (fold 0). */
+    TL_STAMP(g_att_tl, ATT_BLOCK, 4);
+#ifdef TERN_CUDA_TIMELINE
+    if (g_att_tl && threadIdx.x == 0 && ATT_BLOCK < TERN_CUDA_TL_BLOCKS)
+        g_att_tl[(size_t)ATT_BLOCK * TERN_CUDA_TL_SLOTS + 7] =
+            1ull | (unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32;
+#endif
     if (FV == 0 || !fold) return;
     int ns = (vis + S - 1) / S;
     __threadfence();
@@ -203,11 +236,18 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         if (is_last) *cnt = 0;
     }
     __syncthreads();
+    TL_STAMP(g_att_tl, ATT_BLOCK, 5);
     if (!is_last) return;
     __threadfence();
     /* The fold's scratch: the weights in the key and value buffers (this
      * split is done with them). */
     attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
+#ifdef TERN_CUDA_TIMELINE
+    __syncthreads();
+    TL_STAMP(g_att_tl, ATT_BLOCK, 6);
+    if (g_att_tl && threadIdx.x == 0 && ATT_BLOCK < TERN_CUDA_TL_BLOCKS)
+        g_att_tl[(size_t)ATT_BLOCK * TERN_CUDA_TL_SLOTS + 7] = 3ull | (unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32;
+#endif
 }
 
 /* The fold of calls with many splits, one block per (query, head): the

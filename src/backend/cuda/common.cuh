@@ -85,6 +85,20 @@ __device__ __forceinline__ unsigned dev_smid(void)
     return r;
 }
 
+/* The attention chain's timeline (a build with -DTERN_CUDA_TIMELINE;
+ * tern_cuda_set_attn_timeline): the prologue and attention kernels' blocks
+ * write global-clock stamps into the buffer their translation unit's
+ * pointer names (NULL: none), TERN_CUDA_TL_SLOTS a block. */
+#ifdef TERN_CUDA_TIMELINE
+#define TL_STAMP(ptr, block, slot)                                                   \
+    do {                                                                             \
+        if ((ptr) && threadIdx.x == 0 && (block) < TERN_CUDA_TL_BLOCKS)              \
+            (ptr)[(size_t)(block) * TERN_CUDA_TL_SLOTS + (slot)] = dev_clock_ns();   \
+    } while (0)
+#else
+#define TL_STAMP(ptr, block, slot) ((void)0)
+#endif
+
 /* Launches kernel<<<grid, block, smem>>> on c's stream, with programmatic
  * dependent launch when c->pdl is set, so that its blocks start (and fetch
  * their weights) while the previous kernel drains. */

@@ -75,6 +75,15 @@ int tern_cuda_set_gu_ilv(tern_cuda *c, int on);
  * launches recorded since the previous call. */
 enum { TERN_CUDA_TL_SLOTS = 8, TERN_CUDA_TL_BLOCKS = 512 };
 int tern_cuda_set_timeline(tern_cuda *c, unsigned long long *d_buf, int launches);
+/* The same for the attention's chain, in a timeline build: every launch of
+ * the q/k/v prologue kernel writes per block b stamps at d_pro[b * SLOTS]
+ * (0 entry, 1 past the wait, 6 end; 7 blocks << 32), every launch of the
+ * decode attention's split kernel at d_att[b * SLOTS], b its block in x, y,
+ * z order (0 entry, 1 the older keys staged, 2 past the wait, 3 the new q,
+ * k, v in shared memory, 4 its split's record written, 5 counted, 6 the
+ * fold's end; 7: bit 0 a block that worked, bit 1 the one that folded,
+ * blocks << 32). Later launches overwrite earlier ones; NULL stops. */
+tern_status tern_cuda_set_attn_timeline(tern_cuda *c, unsigned long long *d_pro, unsigned long long *d_att);
 /* The decode attention's fold: for calls of more than n splits (n > 0) a
  * launch of its own, one block per (query, head); else (and for n = 0) the
  * split kernel's last block per (query, kv head) (the same bits);

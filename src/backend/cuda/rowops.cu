@@ -80,6 +80,22 @@ __global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, in
                    cs ? cs + (long)pos[t] * rope_dim : NULL, lane);
 }
 
+#ifdef TERN_CUDA_TIMELINE
+__device__ unsigned long long *g_pro_tl;
+#endif
+
+/* The prologue kernel's stamps into d_buf (NULL: none; internal, for
+ * tern_cuda_set_attn_timeline). */
+tern_status tern_cuda_pro_timeline(unsigned long long *d_buf)
+{
+#ifdef TERN_CUDA_TIMELINE
+    CUDA_TRY(cudaMemcpyToSymbol(g_pro_tl, &d_buf, sizeof d_buf), "prologue timeline");
+#else
+    (void)d_buf;
+#endif
+    return TERN_OK;
+}
+
 /* The fused attention prologue: per token, its H query heads (q norm,
  * rope), HK key heads (k norm, rope, stored in the cache) and HK value heads
  * (stored) of the fused qkv row, one warp per head. */
@@ -90,15 +106,23 @@ __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK,
                                       int trig)
 {
     __shared__ float buf[4][HEAD_MAX];
+    TL_STAMP(g_pro_tl, blockIdx.x, 0);
     wait_prior_grid();
+    TL_STAMP(g_pro_tl, blockIdx.x, 1);
 #if __CUDA_ARCH__ >= 900
     if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     int per = H + 2 * HK;
     int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (item >= n * per) return;
-    qkv_head(qkv, ld, item / per, item % per, H, HK, head_dim, rope_dim, qw, kw, wdt, eps, cs, rows, tok_row,
-             buf[threadIdx.x >> 5], lane);
+    if (item < n * per)
+        qkv_head(qkv, ld, item / per, item % per, H, HK, head_dim, rope_dim, qw, kw, wdt, eps, cs, rows, tok_row,
+                 buf[threadIdx.x >> 5], lane);
+#ifdef TERN_CUDA_TIMELINE
+    __syncthreads();
+    TL_STAMP(g_pro_tl, blockIdx.x, 6);
+    if (g_pro_tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)
+        g_pro_tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + 7] = (unsigned long long)gridDim.x << 32;
+#endif
 }
 
 extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
