@@ -184,7 +184,6 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     cuda_model *d = cm(m);
     const tern_batch *b = p->b;
     int T = p->T, L = c->n_layers, nr = 0, ntab = 0, max_len = 0;
-    d->ao_out = NULL; /* a pass that failed between an attention and its o product */
     for (int r = 0; r < b->n_rows; r++) {
         int n = b->n_tokens[r], len = tern_kv_offset(p->kv, b->rows[r]) + n;
         if (!n) continue;
@@ -317,19 +316,7 @@ static tern_status cuda_matmul_add(tern_model *m, const float *x, int M, const t
 {
     if (REPLAYING(m)) return TERN_OK;
     (void)tmp;
-    cuda_model *d = cm(m);
-    if (d->ao_out) {
-        /* the o product after tern_cuda_attention_o_begin (cuda_attention) */
-        const tern_model_config *c = &m->cfg;
-        int l = d->ao_layer, same = x == d->ao_out;
-        d->ao_out = NULL;
-        if (!same || M != 1 || w->cols != c->n_heads * c->head_dim)
-            return tern_error(TERN_E_INTERNAL, "cuda: the attention's o product expected after it, got another product");
-        return prof(d, PROF_O,
-                    tern_cuda_attention_o_end(d->c, d->d_rows + (size_t)l * d->nr, d->d_tok_row, d->max_len,
-                                              c->n_heads, c->head_dim, d->part.d, x, w->dev, w->rows, y, 1));
-    }
-    return prof(d, w->cols == m->cfg.ffn ? PROF_DOWN : PROF_O, mm(m, x, M, w, y, 1));
+    return prof(cm(m), w->cols == m->cfg.ffn ? PROF_DOWN : PROF_O, mm(m, x, M, w, y, 1));
 }
 
 static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x, int M, float *g, float *u)
@@ -411,17 +398,6 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
                                    c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, c->rope_dim, d->d_rope};
     const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
     float scale = 1.0f / sqrtf((float)hd);
-    const tern_weight *wo = &L->wo;
-    if (!attn_tiled(m, p) && !attn_fused(m, p) &&
-        tern_cuda_attention_o_takes(d->c, act(m), p->T, c->n_heads, hd, wo->dt) && wo->rows > 0 &&
-        wo->cols == c->n_heads * hd) {
-        /* the fold of a token of few splits left to the o product that
-         * follows (cuda_matmul_add) */
-        d->ao_out = out, d->ao_layer = l;
-        return prof(d, PROF_ATTN,
-                    tern_cuda_attention_o_begin(d->c, rows, d->d_tok_row, d->max_len, c->n_heads, c->n_kv_heads, hd,
-                                                scale, qkv, ld, out, d->part.d, d->count.d));
-    }
     if (attn_tiled(m, p))
         return prof(d, PROF_ATTN,
                     tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,

@@ -48,10 +48,6 @@ typedef struct {
     size_t stage_cap;
     dbuf stage;             /* the staging blob on the device */
     dbuf part, count, logits, bias;
-    /* tern_cuda_attention_o_begin queued by cuda_attention, its o product
-     * not yet (cuda_matmul_add): the attention's output, layer */
-    const float *ao_out;
-    int ao_layer;
     dbuf sum_tmp, sum_count, sum_out;   /* sampling summaries: scratch, counters (zeroed), results */
     tern_cuda_lsum *h_sum;  /* owned pinned host copy of the results, sum_cap entries */
     int sum_cap;

@@ -5,8 +5,7 @@
  * with its norm folded, the prologue (q/k norm, rope, KV store), the decode
  * attention and the o product, captured in a graph as a decode pass queues
  * them and replayed; the stamps of the last replay, in microseconds after
- * the q/k/v product's last block ended. With TERN_CUDA_ATTN_O=1 the o
- * product folds the attention's splits (tern_cuda_attention_o_begin). */
+ * the q/k/v product's last block ended. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -73,19 +72,14 @@ static void chain_at(int len)
     void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(1, MAXLEN, H, HD));
     unsigned *cnt = ops_dev_zero(tern_cuda_attention_count_bytes(1, HK));
     float scale = 0.088f;
-    int maxlen = (len + 255) & ~255; /* as the backend sizes a pass's grid */
     tern_cuda_set_timeline(ops_cuda, sk, 2);
     tern_cuda_graph *g = NULL;
     tern_status s = tern_cuda_graph_begin(ops_cuda);
     if (!s) s = tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nw, 1e-6f, wqkv, TERN_DT_BF16, LD, q, LD, ntmp);
     if (!s)
         s = tern_cuda_qkv_rope_store(ops_cuda, q, LD, 1, H, HK, HD, HD, qn, kn, TERN_DT_BF16, 1e-6f, dcs, drow, dtok);
-    int ao = tern_cuda_attention_o_takes(ops_cuda, TERN_CUDA_ACT_F32, 1, H, HD, TERN_DT_BF16); /* TERN_CUDA_ATTN_O */
-    if (!s && ao)
-        s = tern_cuda_attention_o_begin(ops_cuda, drow, dtok, maxlen, H, HK, HD, scale, q, LD, out, part, cnt);
-    if (!s && ao) s = tern_cuda_attention_o_end(ops_cuda, drow, dtok, maxlen, H, HD, part, out, wo, 4096, x, 1);
-    if (!s && !ao) s = tern_cuda_attention(ops_cuda, drow, dtok, 1, maxlen, H, HK, HD, scale, q, LD, out, part, cnt, NULL);
-    if (!s && !ao)
+    if (!s) s = tern_cuda_attention(ops_cuda, drow, dtok, 1, MAXLEN, H, HK, HD, scale, q, LD, out, part, cnt, NULL);
+    if (!s)
         s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, out, 1, 4096, wo, TERN_DT_BF16, 4096, x,
                              4096, 1, NULL);
     tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
@@ -114,8 +108,8 @@ static void chain_at(int len)
             unsigned long long f = h_att[(size_t)b * TERN_CUDA_TL_SLOTS + 7];
             work += (f & 1) != 0, folds += (f & 2) != 0;
         }
-        printf("attention chain%s, len %d (grid of %d splits x %d KV heads: %d working, %d folding); min/median/max us "
-               "after the q/k/v product's last block\n", ao ? " (o folds)" : "", len, na / HK, HK, work, folds);
+        printf("attention chain, len %d (grid of %d splits x %d KV heads: %d working, %d folding); min/median/max us "
+               "after the q/k/v product's last block\n", len, na / HK, HK, work, folds);
         static const int ps[] = {0, 1, 6};
         static const char *const pn[] = {"entry", "wait", "end"};
         show("prologue", h_pro, np, t0, -1, ps, pn, 3);

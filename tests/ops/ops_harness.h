@@ -49,8 +49,6 @@ void ops_time_pair(void);
 void ops_floor(void);
 /* ops_attn_timeline.c: the attention's chain block by block (--attn-timeline). */
 void ops_attn_timeline(void);
-/* ops_attn_o.c: the o product folding the attention's splits, checked. */
-void ops_attn_o(void);
 /* ops_timeline.c: the decode layer's products block by block (--timeline). */
 void ops_timeline(void);
 

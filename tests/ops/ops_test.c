@@ -178,7 +178,6 @@ int main(int argc, char **argv)
         ops_attention();
         ops_fused();
         ops_pair();
-        ops_attn_o();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }

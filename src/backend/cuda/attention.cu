@@ -227,9 +227,6 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
 #endif
     if (FV == 0 || !fold) return;
     int ns = (vis + S - 1) / S;
-    /* fold 2: a token of few splits is folded by the o product after
-     * (tern_cuda_attention_o) */
-    if (fold == 2 && ns <= TERN_CUDA_ATTN_O_SPLITS) return;
     __threadfence();
     __syncthreads();
     if (tid == 0) {
@@ -289,56 +286,10 @@ extern "C" size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads)
     return (size_t)total_q * n_kv_heads * sizeof(unsigned);
 }
 
-static tern_status attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
-                             int max_len, int n_heads, int n_kv_heads, int head_dim, float scale, const float *d_q,
-                             long ldq, float *d_out, void *d_part, unsigned *d_count,
-                             const tern_cuda_attn_prologue *pro, int ofold);
-
 extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
                                            int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
                                            float scale, const float *d_q, long ldq, float *d_out, void *d_part,
                                            unsigned *d_count, const tern_cuda_attn_prologue *pro)
-{
-    return attention(c, d_rows, d_tok_row, total_q, max_len, n_heads, n_kv_heads, head_dim, scale, d_q, ldq, d_out,
-                     d_part, d_count, pro, 0);
-}
-
-bool tern_cuda_mma_one_attn_takes(const tern_cuda *c, int K, int head_dim);
-tern_status tern_cuda_mma_one_attn(tern_cuda *c, const float *x, int K, const void *w, int N, float *y, int accumulate,
-                                   const float *part, int head_dim, int max_splits, const tern_cuda_attn_row *rows,
-                                   const int *tok_row);
-
-extern "C" int tern_cuda_attention_o_takes(const tern_cuda *c, tern_cuda_act act, int total_q, int n_heads,
-                                           int head_dim, tern_dtype wdt)
-{
-    return c->attn_o && act == TERN_CUDA_ACT_F32 && total_q == 1 && tern_cuda_mma_takes(c, wdt, n_heads * head_dim) &&
-           tern_cuda_mma_one_attn_takes(c, n_heads * head_dim, head_dim);
-}
-
-extern "C" tern_status tern_cuda_attention_o_begin(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
-                                                   int max_len, int n_heads, int n_kv_heads, int head_dim, float scale,
-                                                   const float *d_q, long ldq, float *d_out, void *d_part,
-                                                   unsigned *d_count)
-{
-    if (!tern_cuda_attention_o_takes(c, TERN_CUDA_ACT_F32, 1, n_heads, head_dim, TERN_DT_BF16))
-        return tern_error(TERN_E_INTERNAL, "cuda attention: the o product's fold is off or does not take this shape");
-    return attention(c, d_rows, d_tok_row, 1, max_len, n_heads, n_kv_heads, head_dim, scale, d_q, ldq, d_out, d_part,
-                     d_count, NULL, 1);
-}
-
-extern "C" tern_status tern_cuda_attention_o_end(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
-                                                 int max_len, int n_heads, int head_dim, const void *d_part,
-                                                 const float *d_out, const void *d_wo, int N, float *d_y,
-                                                 int accumulate)
-{
-    return tern_cuda_mma_one_attn(c, d_out, n_heads * head_dim, d_wo, N, d_y, accumulate, (const float *)d_part,
-                                  head_dim, (max_len + S - 1) / S, d_rows, d_tok_row);
-}
-
-static tern_status attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row, int total_q,
-                             int max_len, int n_heads, int n_kv_heads, int head_dim, float scale, const float *d_q,
-                             long ldq, float *d_out, void *d_part, unsigned *d_count,
-                             const tern_cuda_attn_prologue *pro, int ofold)
 {
     if (pro && (pro->rope_dim > head_dim || pro->rope_dim % 2 || !pro->d_cs))
         return tern_error(TERN_E_UNSUPPORTED, "cuda attention: rope_dim %d over head_dim %d", pro->rope_dim, head_dim);
@@ -369,7 +320,7 @@ static tern_status attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, con
     }
     tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
                             d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
-                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : ofold ? 2 : 1);
+                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
     if (st || !apart) return st;
     void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
         head_dim == 16    ? attn_fold_kernel<16>

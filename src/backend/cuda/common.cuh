@@ -31,7 +31,6 @@ struct tern_cuda {
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;
-    int attn_o;              /* TERN_CUDA_ATTN_O: tern_cuda_set_attn_o */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;
     char desc[320];

@@ -263,7 +263,7 @@ tern_status tern_cuda_kv_write(tern_cuda *c, const tern_cuda_attn_row *d_rows, c
  * tern_cuda_attention_count_bytes of counters, zeroed once before the first
  * call (each call leaves them at zero; a buffer sized for the largest
  * total_q serves every call). */
-enum { TERN_CUDA_ATTN_SPLIT = 32, TERN_CUDA_ATTN_O_SPLITS = 4 };
+enum { TERN_CUDA_ATTN_SPLIT = 32 };
 /* The attention prologue done inside the attention kernel, for calls where
  * every row has one new token (decode): d_q is then the fused qkv row of
  * tern_cuda_qkv_rope_store (q heads, k heads, v heads, unnormalised), and
@@ -281,28 +281,6 @@ tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, 
                                 int total_q, int max_len, int n_heads, int n_kv_heads, int head_dim,
                                 float scale, const float *d_q, long ldq, float *d_out, void *d_part,
                                 unsigned *d_count, const tern_cuda_attn_prologue *pro);
-/* The decode attention of one token and its o product, split in two calls
- * around nothing else (tern_cuda_set_attn_o; the backend queues them as the
- * attention and the o product of a layer): _begin is tern_cuda_attention
- * for total_q = 1 without a prologue, except that a token with at most
- * TERN_CUDA_ATTN_O_SPLITS splits is left unfolded (d_out not written);
- * _end is tern_cuda_matmul(f32, d_out [n_heads head_dim] . d_wo^T -> d_y,
- * N rows, accumulate), whose one-row kernel then forms its x from the
- * splits' records in d_part with the fold's arithmetic. Together the same
- * bits as the two ops. _takes: whether a call of that shape may take
- * them (bf16 weights, the one-row kernel; else call the two ops). */
-int tern_cuda_attention_o_takes(const tern_cuda *c, tern_cuda_act act, int total_q, int n_heads, int head_dim,
-                                tern_dtype wdt);
-tern_status tern_cuda_attention_o_begin(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
-                                        int max_len, int n_heads, int n_kv_heads, int head_dim, float scale,
-                                        const float *d_q, long ldq, float *d_out, void *d_part, unsigned *d_count);
-tern_status tern_cuda_attention_o_end(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
-                                      int max_len, int n_heads, int head_dim, const void *d_part, const float *d_out,
-                                      const void *d_wo, int N, float *d_y, int accumulate);
-/* TERN_CUDA_ATTN_O (default off): whether _takes says yes. Returns the
- * previous setting. */
-int tern_cuda_set_attn_o(tern_cuda *c, int on);
-
 /* The same attention (the same bits for every query) by a kernel that
  * stages a split's keys and values once for a tile of a row's queries and
  * folds the tile's splits itself: for calls where rows have many queries

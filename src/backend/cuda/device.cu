@@ -60,8 +60,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
     c->fold_splits = fs ? atoi(fs) : 32;
-    const char *ao = getenv("TERN_CUDA_ATTN_O");
-    c->attn_o = ao ? atoi(ao) : 0;
     const char *wg = getenv("TERN_CUDA_WGMMA");
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
@@ -101,13 +99,6 @@ extern "C" int tern_cuda_set_fold_splits(tern_cuda *c, int n)
 {
     int was = c->fold_splits;
     c->fold_splits = n;
-    return was;
-}
-
-extern "C" int tern_cuda_set_attn_o(tern_cuda *c, int on)
-{
-    int was = c->attn_o;
-    c->attn_o = on;
     return was;
 }
 

@@ -12,7 +12,7 @@
  * are loaded before the wait for the previous kernel (weights are never
  * written by a kernel), and each tile's last loads are followed by the next
  * tile's first. */
-#include "backend/cuda/attention.cuh"
+#include "backend/cuda/mma.cuh"
 
 enum { SK_THREADS = 32 * MMA_PARTS };
 
@@ -31,16 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    /* AX (the o product of one token, tern_cuda_mma_one_attn): x is the
-     * decode attention's output formed here from its split records (attn
-     * at ax_part: per head h, split s, [hd] o then m, l; ax_splits records
-     * a head) when the token's splits are at most SK_AX_SPLITS, which the
-     * attention then leaves unfolded (attn_fold's arithmetic, the same
-     * bits); else x as written by the attention. */
-    const float *ax_part;
-    int ax_hd, ax_splits;
-    const tern_cuda_attn_row *ax_rows;
-    const int *ax_tok;
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -301,80 +291,7 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-enum { SK_AX_SPLITS = TERN_CUDA_ATTN_O_SPLITS, SK_AX_HEADS = 8 };
-
-/* AX: the warp's part of x from the attention's records (the token's ns
- * splits, ns <= SK_AX_SPLITS), split into sx4 as the plain path does. The
- * fold's coefficients of each head the part touches first (lane s: split
- * s's m and l; the running max by a scan, exact in any order; a, b as
- * attn_fold forms them), then lane (g, t) folds its 8 elements of each of
- * its blocks over the splits in order. */
-template <bool LO>
-__device__ __forceinline__ void sk_x_from_attn(const sk_args &a, int ns, int kb0, int len, int g, int t, int lane,
-                                               float (*co)[3][SK_AX_SPLITS], uint4 *sx4)
-{
-    const int hd = a.ax_hd, h0 = kb0 * MMA_KB / hd, h1 = ((kb0 + len) * MMA_KB - 1) / hd;
-    const long hs = (long)a.ax_splits * (hd + 2);
-    float m[SK_AX_HEADS], l[SK_AX_HEADS];
-#pragma unroll
-    for (int i = 0; i < SK_AX_HEADS; i++) {
-        m[i] = -INFINITY, l[i] = 0.0f;
-        if (h0 + i <= h1 && lane < ns) {
-            const float *rec = a.ax_part + (h0 + i) * hs + (long)lane * (hd + 2) + hd;
-            m[i] = __ldcg(rec), l[i] = __ldcg(rec + 1);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < SK_AX_HEADS; i++) {
-        if (h0 + i > h1) break;
-        float run = m[i];
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            float v = __shfl_up_sync(0xffffffffu, run, off);
-            if (lane >= off) run = fmaxf(run, v);
-        }
-        float prev = __shfl_up_sync(0xffffffffu, run, 1);
-        if (lane == 0) prev = -INFINITY;
-        if (lane < ns) {
-            co[i][0][lane] = expf(prev - run);
-            co[i][1][lane] = expf(m[i] - run);
-            co[i][2][lane] = l[i];
-        }
-    }
-    __syncwarp();
-    for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
-        int k = kb * MMA_KB + 8 * t, h = k / hd, d = k % hd, i = h - h0;
-        const float *rec = a.ax_part + h * hs + d;
-        float2 ov[SK_AX_SPLITS][4]; /* records are hd + 2 floats: 8-byte aligned */
-#pragma unroll
-        for (int s = 0; s < SK_AX_SPLITS; s++)
-            if (s < ns) {
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    ov[s][j] = __ldcg(reinterpret_cast<const float2 *>(rec + (long)s * (hd + 2)) + j);
-            }
-        float v[8], L = 0.0f;
-        for (int e = 0; e < 8; e++) v[e] = 0.0f;
-#pragma unroll
-        for (int s = 0; s < SK_AX_SPLITS; s++)
-            if (s < ns) {
-                float ca = co[i][0][s], cb = co[i][1][s];
-                const float o8[8] = {ov[s][0].x, ov[s][0].y, ov[s][1].x, ov[s][1].y,
-                                     ov[s][2].x, ov[s][2].y, ov[s][3].x, ov[s][3].y};
-                L = attn_fold_step(L, ca, cb, co[i][2][s]);
-#pragma unroll
-                for (int e = 0; e < 8; e++) v[e] = attn_fold_step(v[e], ca, cb, o8[e]);
-            }
-#pragma unroll
-        for (int e = 0; e < 8; e++) v[e] = v[e] / L;
-        uint32_t hh[4], ll[4];
-        mma_split8<LO>(v, hh, ll);
-        sx4[2 * (4 * kb + t)] = make_uint4(hh[0], hh[1], hh[2], hh[3]);
-        if (LO) sx4[2 * (4 * kb + t) + 1] = make_uint4(ll[0], ll[1], ll[2], ll[3]);
-    }
-}
-
-template <bool LO, int NMAT, bool NORM, int U, int MINB, bool AX = false>
+template <bool LO, int NMAT, bool NORM, int U, int MINB>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
     __shared__ float part[NMAT][MMA_PARTS][8];
@@ -385,22 +302,13 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     SK_STAMP(0);
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
-    int ax_ns = 0; /* AX: the token's splits (its row is uploaded before the pass) */
-    if constexpr (AX) {
-        tern_cuda_attn_row r = a.ax_rows[a.ax_tok[0]];
-        ax_ns = (query_pos(r, 0) + 1 + ATT_S - 1) / ATT_S;
-    }
     wait_prior_grid();
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
     int ndone = 0;
 #endif
-    if constexpr (AX) {
-        __shared__ float co[MMA_PARTS][SK_AX_HEADS][3][SK_AX_SPLITS];
-        if (ax_ns <= SK_AX_SPLITS) sk_x_from_attn<LO>(a, ax_ns, kb0, len, g, t, threadIdx.x & 31, co[q], sx4);
-    }
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
-    for (int kb = kb0 + g; kb < kb0 + len && !(AX && ax_ns <= SK_AX_SPLITS); kb += 8) {
+    for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
         float v[8];
         mma_load8(a.x + k, v);
@@ -509,10 +417,10 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #endif
 }
 
-template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2, bool AX = false>
+template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB, AX>;
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
     static int ready;
     tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
@@ -579,30 +487,6 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
     if (a.M <= 16) return sk_launch<1, false, LO, NMAT, NORM, 4>(c, a);
     if (a.M <= 32) return sk_launch<2, false, LO, NMAT, NORM, 4>(c, a);
     return sk_launch<4, false, LO, NMAT, NORM, NMAT == 1 ? 4 : 2>(c, a);
-}
-
-/* The o product of one token over the attention's records (mma.cuh). */
-bool tern_cuda_mma_one_attn_takes(const tern_cuda *c, int K, int head_dim)
-{
-    if (c->sk_x != 5 || sx_smem(K) > SX_MAX_SMEM || head_dim % 8 || K % head_dim) return false;
-    int nb = K / MMA_KB;
-    for (int q = 0; q < MMA_PARTS; q++) {
-        int k0 = mma_part(nb, q) * MMA_KB, k1 = mma_part(nb, q + 1) * MMA_KB;
-        if (k1 > k0 && (k1 - 1) / head_dim - k0 / head_dim + 1 > SK_AX_HEADS) return false;
-    }
-    return true;
-}
-
-tern_status tern_cuda_mma_one_attn(tern_cuda *c, const float *x, int K, const void *w, int N, float *y, int accumulate,
-                                   const float *part, int head_dim, int max_splits, const tern_cuda_attn_row *rows,
-                                   const int *tok_row)
-{
-    if (!tern_cuda_mma_one_attn_takes(c, K, head_dim))
-        return tern_error(TERN_E_INTERNAL, "cuda mma: the o product over attention records does not take K=%d hd=%d", K,
-                          head_dim);
-    sk_args a = {x, 1, K, (const uint16_t *)w, NULL, N, y, N, accumulate, NULL, 0.0f};
-    a.ax_part = part, a.ax_hd = head_dim, a.ax_splits = max_splits, a.ax_rows = rows, a.ax_tok = tok_row;
-    return sx_launch<true, 1, false, 2, 8, true>(c, a);
 }
 
 /* y = x . w^T for M <= 64 rows (internal: mma_gemm.cu's dispatch). nw:
