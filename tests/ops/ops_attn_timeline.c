@@ -72,13 +72,14 @@ static void chain_at(int len)
     void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(1, MAXLEN, H, HD));
     unsigned *cnt = ops_dev_zero(tern_cuda_attention_count_bytes(1, HK));
     float scale = 0.088f;
+    int maxlen = (len + 255) & ~255; /* the grid as the backend sizes a pass's */
     tern_cuda_set_timeline(ops_cuda, sk, 2);
     tern_cuda_graph *g = NULL;
     tern_status s = tern_cuda_graph_begin(ops_cuda);
     if (!s) s = tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nw, 1e-6f, wqkv, TERN_DT_BF16, LD, q, LD, ntmp);
     if (!s)
         s = tern_cuda_qkv_rope_store(ops_cuda, q, LD, 1, H, HK, HD, HD, qn, kn, TERN_DT_BF16, 1e-6f, dcs, drow, dtok);
-    if (!s) s = tern_cuda_attention(ops_cuda, drow, dtok, 1, MAXLEN, H, HK, HD, scale, q, LD, out, part, cnt, NULL);
+    if (!s) s = tern_cuda_attention(ops_cuda, drow, dtok, 1, maxlen, H, HK, HD, scale, q, LD, out, part, cnt, NULL);
     if (!s)
         s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, out, 1, 4096, wo, TERN_DT_BF16, 4096, x,
                              4096, 1, NULL);
