@@ -14,38 +14,44 @@
 
 enum { H = 32, HK = 8, HD = 128, LD = (H + 2 * HK) * HD, CAP = 1024, MAXLEN = 768 };
 
-static int cmp_u64(const void *a, const void *b)
-{
-    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Slot s of the blocks of st (n of them) that pass keep(b), sorted, in us
- * after t0; returns how many. */
-static int slot_of(const unsigned long long *st, int n, int s, unsigned long long t0, int want, double *out)
-{
-    unsigned long long v[TERN_CUDA_TL_BLOCKS];
-    int k = 0;
-    for (int b = 0; b < n; b++) {
-        const unsigned long long *B = st + (size_t)b * TERN_CUDA_TL_SLOTS;
-        if (want >= 0 && (int)(B[7] & 3) < want) continue;
-        if (B[s]) v[k++] = B[s];
-    }
-    qsort(v, k, sizeof *v, cmp_u64);
-    for (int i = 0; i < k; i++) out[i] = ((double)v[i] - (double)t0) / 1e3;
-    return k;
-}
-
 static void show(const char *what, const unsigned long long *st, int n, unsigned long long t0, int want,
                  const int *slots, const char *const *names, int ns)
 {
     double d[TERN_CUDA_TL_BLOCKS];
     printf("  %-22s", what);
     for (int i = 0; i < ns; i++) {
-        int k = slot_of(st, n, slots[i], t0, want, d);
+        int k = ops_tl_slot(st, n, slots[i], t0, want, d);
         if (k) printf(" %s %.2f/%.2f/%.2f", names[i], d[0], d[k / 2], d[k - 1]);
     }
     printf("\n");
+}
+
+/* One token's q/k/v product, prologue, attention and o product. */
+typedef struct {
+    const float *nw, *dcs, *x;
+    float *q, *out, *xo, *ntmp, *part;
+    const void *wqkv, *wo, *qn, *kn;
+    const tern_cuda_attn_row *drow;
+    const int *dtok;
+    unsigned *cnt;
+    int maxlen;
+} attn_chain;
+
+static tern_status chain_queue(void *ctx)
+{
+    const attn_chain *a = ctx;
+    tern_status s = tern_cuda_matmul_norm(ops_cuda, a->x, 1, 4096, a->nw, 1e-6f, a->wqkv, TERN_DT_BF16, LD, a->q, LD,
+                                          a->ntmp);
+    if (!s)
+        s = tern_cuda_qkv_rope_store(ops_cuda, a->q, LD, 1, H, HK, HD, HD, a->qn, a->kn, TERN_DT_BF16, 1e-6f, a->dcs,
+                                     a->drow, a->dtok);
+    if (!s)
+        s = tern_cuda_attention(ops_cuda, a->drow, a->dtok, 1, a->maxlen, H, HK, HD, 0.088f, a->q, LD, a->out, a->part,
+                                a->cnt, NULL);
+    if (!s)
+        s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, a->out, 1, 4096, a->wo, TERN_DT_BF16, 4096,
+                             a->xo, 4096, 1, NULL);
+    return s;
 }
 
 static void chain_at(int len)
@@ -71,39 +77,28 @@ static void chain_at(int len)
     float *q = ops_dev_zero(LD * 4), *out = ops_dev_zero(H * HD * 4), *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(LD));
     void *part = ops_dev_zero(tern_cuda_attention_tmp_bytes(1, MAXLEN, H, HD));
     unsigned *cnt = ops_dev_zero(tern_cuda_attention_count_bytes(1, HK));
-    float scale = 0.088f;
-    int maxlen = (len + 255) & ~255; /* the grid as the backend sizes a pass's */
+    /* the grid as the backend sizes a pass's: the length rounded up to 256 */
+    attn_chain a = {nw, dcs, x, q, out, x, ntmp, part, wqkv, wo, qn, kn, drow, dtok, cnt, (len + 255) & ~255};
+    int ok = h_sk && h_pro && h_att;
+    if (!ok) ops_ok(TERN_E_NOMEM, "attention timeline: host buffers");
     tern_cuda_set_timeline(ops_cuda, sk, 2);
-    tern_cuda_graph *g = NULL;
-    tern_status s = tern_cuda_graph_begin(ops_cuda);
-    if (!s) s = tern_cuda_matmul_norm(ops_cuda, x, 1, 4096, nw, 1e-6f, wqkv, TERN_DT_BF16, LD, q, LD, ntmp);
-    if (!s)
-        s = tern_cuda_qkv_rope_store(ops_cuda, q, LD, 1, H, HK, HD, HD, qn, kn, TERN_DT_BF16, 1e-6f, dcs, drow, dtok);
-    if (!s) s = tern_cuda_attention(ops_cuda, drow, dtok, 1, maxlen, H, HK, HD, scale, q, LD, out, part, cnt, NULL);
-    if (!s)
-        s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, out, 1, 4096, wo, TERN_DT_BF16, 4096, x,
-                             4096, 1, NULL);
-    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
+    ok = ok && ops_ok(tern_cuda_set_attn_timeline(ops_cuda, pro, att), "attention timeline") &&
+         ops_graph(chain_queue, &a, 4, 0, NULL);
     int recorded = tern_cuda_set_timeline(ops_cuda, NULL, 0);
-    if (ops_ok(s ? s : s2, "attention timeline: capture")) {
-        ops_ok(tern_cuda_set_attn_timeline(ops_cuda, pro, att), "attention timeline");
-        for (int k = 0; k < 4; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "replay");
-        ops_ok(tern_cuda_sync(ops_cuda), "sync");
-        ops_ok(tern_cuda_set_attn_timeline(ops_cuda, NULL, NULL), "attention timeline");
+    ops_ok(tern_cuda_set_attn_timeline(ops_cuda, NULL, NULL), "attention timeline");
+    if (ok) {
         ops_get(h_sk, sk, 2 * per);
         ops_get(h_pro, pro, per);
         ops_get(h_att, att, per);
     }
-    if (g) tern_cuda_graph_free(g);
-    const unsigned long long *Q = h_sk, *O = h_sk + per / 8;
-    int nq = (int)(Q[7] >> 32), no = (int)(O[7] >> 32), np = (int)(h_pro[7] >> 32), na = (int)(h_att[7] >> 32);
-    if (recorded != 2 || !nq || !np || !na || !no) {
+    const unsigned long long *Q = h_sk, *O = ok ? h_sk + per / 8 : NULL;
+    int nq = ok ? (int)(Q[7] >> 32) : 0, no = ok ? (int)(O[7] >> 32) : 0;
+    int np = ok ? (int)(h_pro[7] >> 32) : 0, na = ok ? (int)(h_att[7] >> 32) : 0;
+    if (!ok || recorded != 2 || !nq || !np || !na || !no) {
         printf("attention timeline: nothing recorded (a build with -DTERN_CUDA_TIMELINE records it)\n");
     } else {
         if (na > TERN_CUDA_TL_BLOCKS) na = TERN_CUDA_TL_BLOCKS;
-        unsigned long long t0 = 0;
-        for (int b = 0; b < nq && b < TERN_CUDA_TL_BLOCKS; b++)
-            if (Q[(size_t)b * TERN_CUDA_TL_SLOTS + 6] > t0) t0 = Q[(size_t)b * TERN_CUDA_TL_SLOTS + 6];
+        unsigned long long t0 = ops_tl_last(Q, nq, 6);
         int work = 0, folds = 0;
         for (int b = 0; b < na; b++) {
             unsigned long long f = h_att[(size_t)b * TERN_CUDA_TL_SLOTS + 7];
@@ -122,7 +117,7 @@ static void chain_at(int len)
         show("attention (folding)", h_att, na, t0, 2, fs, fn, 2);
         static const int os[] = {0, 1, 2, 3, 6};
         static const char *const on[] = {"entry", "wait", "x ready", "tile 1", "end"};
-        show("o product", O, no < TERN_CUDA_TL_BLOCKS ? no : TERN_CUDA_TL_BLOCKS, t0, -1, os, on, 5);
+        show("o product", O, no, t0, -1, os, on, 5);
     }
     tern_cuda_free(ops_cuda, sk); tern_cuda_free(ops_cuda, pro); tern_cuda_free(ops_cuda, att);
     tern_cuda_free(ops_cuda, cache); tern_cuda_free(ops_cuda, dcs); tern_cuda_free(ops_cuda, drow);

@@ -13,56 +13,32 @@
 
 enum { RUN = 64, COPIES = 8, K = 4096 };
 
-/* us a product of RUN products of N rows queued in one graph, over nc
- * copies of the weight in turn. */
-static float run_us(void *const *w, int nc, int N, const float *x, float *y)
+/* Products of N rows of K over nc copies of the weight in turn, `run` of
+ * them, or one-element adds when w is NULL. */
+typedef struct {
+    void *const *w;
+    int nc, N, run;
+    const float *x;
+    float *y;
+} floor_run;
+
+static tern_status floor_queue(void *ctx)
 {
-    tern_cuda_graph *g = NULL;
-    tern_status s = tern_cuda_graph_begin(ops_cuda);
-    for (int i = 0; i < RUN && !s; i++)
-        s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, 1, K, w[i % nc], TERN_DT_BF16, N, y, N, 0,
-                             NULL);
-    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
-    float ms = 0, best = 1e9f;
-    if (ops_ok(s ? s : s2, "floor: capture")) {
-        for (int r = 0; r < 8; r++) {
-            ops_ok(tern_cuda_graph_launch(ops_cuda, g), "floor: replay");
-            ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");
-            for (int k = 0; k < 4; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "floor: replay");
-            ops_ok(tern_cuda_timer_elapsed(ops_cuda, &ms), "timer");
-            if (ms < best) best = ms;
-        }
-    }
-    if (g) tern_cuda_graph_free(g);
-    return best * 1e3f / (4 * RUN);
+    const floor_run *f = ctx;
+    tern_status s = TERN_OK;
+    for (int i = 0; i < f->run && !s; i++)
+        s = f->w ? tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, f->x, 1, K, f->w[i % f->nc],
+                                    TERN_DT_BF16, f->N, f->y, f->N, 0, NULL)
+                 : tern_cuda_add(ops_cuda, f->y, f->x, 1);
+    return s;
 }
 
-/* us a kernel of RUN one-element adds queued in one graph: a dependent
- * step with no work. */
-static float adds_us(float *y, const float *x)
+/* us a kernel of f.run of them in one graph, best of 8 x 4 replays. */
+static float floor_us(floor_run f)
 {
-    tern_cuda_graph *g = NULL;
-    tern_status s = tern_cuda_graph_begin(ops_cuda);
-    for (int i = 0; i < RUN && !s; i++) s = tern_cuda_add(ops_cuda, y, x, 1);
-    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
-    float ms = 0, best = 1e9f;
-    if (ops_ok(s ? s : s2, "floor: capture")) {
-        for (int r = 0; r < 8; r++) {
-            ops_ok(tern_cuda_graph_launch(ops_cuda, g), "floor: replay");
-            ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");
-            for (int k = 0; k < 4; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "floor: replay");
-            ops_ok(tern_cuda_timer_elapsed(ops_cuda, &ms), "timer");
-            if (ms < best) best = ms;
-        }
-    }
-    if (g) tern_cuda_graph_free(g);
-    return best * 1e3f / (4 * RUN);
-}
-
-static int cmp_ull(const void *a, const void *b)
-{
-    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
-    return x < y ? -1 : x > y;
+    float ms = 0;
+    ops_graph(floor_queue, &f, 0, 8, &ms);
+    return ms * 1e3f / f.run;
 }
 
 /* A build with -DTERN_CUDA_TIMELINE: TL products of N rows in a graph with
@@ -79,34 +55,26 @@ static void floor_timeline(void *const *w, int N, const float *x, float *y)
         tern_cuda_free(ops_cuda, tl);
         return;
     }
+    floor_run f = {w, COPIES, N, TL, x, y};
     tern_cuda_set_timeline(ops_cuda, tl, TL);
-    tern_cuda_graph *g = NULL;
-    tern_status s = tern_cuda_graph_begin(ops_cuda);
-    for (int i = 0; i < TL && !s; i++)
-        s = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, 1, K, w[i % COPIES], TERN_DT_BF16, N, y,
-                             N, 0, NULL);
-    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
+    int ok = ops_graph(floor_queue, &f, 4, 0, NULL);
     int recorded = tern_cuda_set_timeline(ops_cuda, NULL, 0);
-    if (ops_ok(s ? s : s2, "floor: capture")) {
-        for (int k = 0; k < 4; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "floor: replay");
-        ops_get(st, tl, bytes);
-    }
-    if (g) tern_cuda_graph_free(g);
+    if (ok) ops_get(st, tl, bytes);
     const unsigned long long *P = st + (TL / 2 - 1) * per, *L = st + (TL / 2) * per;
     int np = (int)(P[7] >> 32), n = (int)(L[7] >> 32);
-    if (recorded == TL && n > 0 && np > 0 && n <= TERN_CUDA_TL_BLOCKS && np <= TERN_CUDA_TL_BLOCKS) {
-        unsigned long long t0 = 0, v[TERN_CUDA_TL_BLOCKS];
-        for (int b = 0; b < np; b++)
-            if (P[(size_t)b * TERN_CUDA_TL_SLOTS + 6] > t0) t0 = P[(size_t)b * TERN_CUDA_TL_SLOTS + 6];
+    if (ok && recorded == TL && n > 0 && np > 0) {
+        unsigned long long t0 = ops_tl_last(P, np, 6);
+        double v[TERN_CUDA_TL_BLOCKS];
         printf("floor: N = %4d, %d blocks, median us after the previous product's end:", N, n);
         static const int slots[] = {0, 1, 2, 3, 6};
         static const char *const what[] = {"entry", "wait", "x ready", "tile 1 end", "end"};
+        int k = 0;
         for (int i = 0; i < 5; i++) {
-            for (int b = 0; b < n; b++) v[b] = L[(size_t)b * TERN_CUDA_TL_SLOTS + slots[i]];
-            qsort(v, n, sizeof *v, cmp_ull);
-            printf(" %s %.2f", what[i], ((double)v[n / 2] - (double)t0) / 1e3);
+            k = ops_tl_slot(L, n, slots[i], t0, 0, v);
+            if (k) printf(" %s %.2f", what[i], v[k / 2]);
         }
-        printf(" (last end %.2f)\n", ((double)v[n - 1] - (double)t0) / 1e3);
+        if (k) printf(" (last end %.2f)", v[k - 1]);
+        printf("\n");
     }
     free(st);
     tern_cuda_free(ops_cuda, tl);
@@ -118,11 +86,13 @@ void ops_floor(void)
     void *w[COPIES];
     for (int c = 0; c < COPIES; c++) w[c] = ops_dev_random((long)4096 * K, TERN_DT_BF16, 500u + c, 0.05f);
     float *x = ops_dev_random(K, TERN_DT_F32, 520u, 1.0f), *y = ops_dev_zero(4096 * 4);
-    printf("floor: a one-element add, %d in a row in a graph: %.2f us a kernel\n", RUN, adds_us(y, x));
+    printf("floor: a one-element add, %d in a row in a graph: %.2f us a kernel\n", RUN,
+           floor_us((floor_run){NULL, 1, 1, RUN, x, y}));
     printf("floor: one-row products, K = %d, %d in a row in a graph (best of 8 x 4 replays)\n", K, RUN);
     for (int i = 0; i < 5; i++) {
         double mb = (double)rows[i] * K * 2 / 1e6;
-        float cold = run_us(w, COPIES, rows[i], x, y), warm = run_us(w, 1, rows[i], x, y);
+        float cold = floor_us((floor_run){w, COPIES, rows[i], RUN, x, y});
+        float warm = floor_us((floor_run){w, 1, rows[i], RUN, x, y});
         printf("floor: N = %4d (%5.1f MB): %6.2f us over %d copies (%5.0f GB/s), %6.2f us over one (%5.0f GB/s)\n",
                rows[i], mb, cold, COPIES, mb / 1e3 / (cold / 1e6), warm, mb / 1e3 / (warm / 1e6));
     }

@@ -45,6 +45,20 @@ void ops_time_chains(void);
 /* ops_pair.c: one-row SwiGLU pairs over interleaved rows, checked; and timed (--chain). */
 void ops_pair(void);
 void ops_time_pair(void);
+/* ops_tl.c: graphs and timelines for the timing harnesses. ops_graph
+ * captures what queue(ctx) queues in a graph, replays it `replays` times,
+ * then (rounds > 0) times `rounds` rounds of four replays after one
+ * untimed, *best_ms the best round's ms a replay; returns 1 when every step
+ * succeeded (failures recorded). */
+typedef tern_status (*ops_queue_fn)(void *ctx);
+int ops_graph(ops_queue_fn queue, void *ctx, int replays, int rounds, float *best_ms);
+/* A timeline (TERN_CUDA_TL_SLOTS stamps a block, slot 7 the block's
+ * flags): slot of the first n blocks whose flags (bits 0-1 of slot 7) are
+ * at least `flags` and which have it stamped, sorted, in us after t0, into
+ * out (TERN_CUDA_TL_BLOCKS); returns how many. ops_tl_last: the latest
+ * stamp of slot over the first n blocks. */
+int ops_tl_slot(const unsigned long long *st, int n, int slot, unsigned long long t0, int flags, double *out);
+unsigned long long ops_tl_last(const unsigned long long *st, int n, int slot);
 /* ops_floor.c: one-row products' cost apart from their bytes (--floor). */
 void ops_floor(void);
 /* ops_attn_timeline.c: the attention's chain block by block (--attn-timeline). */

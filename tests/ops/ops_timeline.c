@@ -15,19 +15,13 @@
 
 enum { TL_N = 4 * OPS_LAYERS };
 
-static int cmp_u64(const void *a, const void *b)
+/* The six layers' products, as a pass queues them. */
+static tern_status timeline_queue(void *ctx)
 {
-    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorted copy of slot s of n blocks, relative to t0, in microseconds. */
-static void slot_us(const unsigned long long *st, int n, int s, unsigned long long t0, double *out)
-{
-    unsigned long long v[TERN_CUDA_TL_BLOCKS];
-    for (int b = 0; b < n; b++) v[b] = st[(size_t)b * TERN_CUDA_TL_SLOTS + s];
-    qsort(v, n, sizeof *v, cmp_u64);
-    for (int b = 0; b < n; b++) out[b] = ((double)v[b] - (double)t0) / 1e3;
+    const ops_layers *ly = ctx;
+    tern_status s = TERN_OK;
+    for (int l = 0; l < OPS_LAYERS && !s; l++) s = ops_layer_run(ly, l, 15u);
+    return s;
 }
 
 void ops_timeline(void)
@@ -43,17 +37,10 @@ void ops_timeline(void)
         return;
     }
     tern_cuda_set_timeline(ops_cuda, tl, TL_N);
-    tern_cuda_graph *g = NULL;
-    tern_status s = tern_cuda_graph_begin(ops_cuda);
-    for (int l = 0; l < OPS_LAYERS && !s; l++) s = ops_layer_run(&ly, l, 15u);
-    tern_status s2 = tern_cuda_graph_end(ops_cuda, &g);
+    int ok = ops_graph(timeline_queue, &ly, 5, 0, NULL);
     int recorded = tern_cuda_set_timeline(ops_cuda, NULL, 0);
-    if (ops_ok(s ? s : s2, "capture")) {
-        for (int k = 0; k < 5; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "replay");
-        ops_get(st, tl, tl_bytes);
-    }
-    if (g) tern_cuda_graph_free(g);
-    if (recorded != TL_N || !st[7]) {
+    if (ok) ops_get(st, tl, tl_bytes);
+    if (!ok || recorded != TL_N || !st[7]) {
         printf("timeline: nothing recorded (%d launches; a build with -DTERN_CUDA_TIMELINE records them)\n",
                recorded);
     } else {
@@ -69,23 +56,20 @@ void ops_timeline(void)
             const unsigned long long *L = st + (size_t)i * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
             int n = (int)(L[7] >> 32);
             if (n > TERN_CUDA_TL_BLOCKS) n = TERN_CUDA_TL_BLOCKS;
-            unsigned long long t0 = prev_end, last = 0, first = ~0ull;
-            for (int b = 0; b < n; b++) {
-                unsigned long long v = L[(size_t)b * TERN_CUDA_TL_SLOTS + 6], v0 = L[(size_t)b * TERN_CUDA_TL_SLOTS];
-                if (v > last) last = v;
-                if (v0 < first) first = v0;
-            }
-            if (!t0) t0 = first;
+            unsigned long long t0 = prev_end, last = ops_tl_last(L, n, 6);
+            for (int b = 0; b < n && !prev_end; b++) /* the first product: from its first block's entry */
+                if (!t0 || L[(size_t)b * TERN_CUDA_TL_SLOTS] < t0) t0 = L[(size_t)b * TERN_CUDA_TL_SLOTS];
             printf("%-9s %4d", what[i % 4], n);
-            slot_us(L, n, 0, t0, d);
+            /* every block stamps these slots (each has a tile at least) */
+            ops_tl_slot(L, n, 0, t0, 0, d);
             printf(" %6.2f %6.2f %6.2f", d[0], d[n / 2], d[n - 1]);
-            slot_us(L, n, 1, t0, d);
+            ops_tl_slot(L, n, 1, t0, 0, d);
             printf(" %6.2f %6.2f", d[0], d[n - 1]);
-            slot_us(L, n, 2, t0, d);
+            ops_tl_slot(L, n, 2, t0, 0, d);
             printf(" %6.2f %6.2f", d[n / 2], d[n - 1]);
-            slot_us(L, n, 3, t0, d);
+            ops_tl_slot(L, n, 3, t0, 0, d);
             printf(" %6.2f %6.2f", d[0], d[n / 2]);
-            slot_us(L, n, 6, t0, e);
+            ops_tl_slot(L, n, 6, t0, 0, e);
             printf(" %6.2f %6.2f %6.2f %6.2f", e[0], e[n / 2], e[n * 9 / 10], e[n - 1]);
             double span = ((double)last - (double)t0) / 1e3;
             printf(" %7.2f %7.0f\n", span, mb[i % 4] * 1e3 / span);

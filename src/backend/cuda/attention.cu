@@ -18,8 +18,10 @@ enum { S = ATT_S };
 
 #ifdef TERN_CUDA_TIMELINE
 __device__ unsigned long long *g_att_tl;
-#define ATT_BLOCK ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)
 #endif
+/* the block's index in x, y, z order and the blocks (its timeline's) */
+#define ATT_BLOCK ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)
+#define ATT_GRID ((unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32)
 tern_status tern_cuda_pro_timeline(unsigned long long *d_buf);
 
 /* The attention chain's stamps (cuda.h): the prologue kernel's into d_pro,
@@ -68,10 +70,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     int vis = query_pos(r, t) + 1, j0 = s * S, old = r.len - r.n_q;
     if (j0 >= vis) {
         wait_prior_grid();
-#ifdef TERN_CUDA_TIMELINE
-        if (g_att_tl && threadIdx.x == 0 && ATT_BLOCK < TERN_CUDA_TL_BLOCKS)
-            g_att_tl[(size_t)ATT_BLOCK * TERN_CUDA_TL_SLOTS + 7] = (unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32;
-#endif
+        TL_INFO(g_att_tl, ATT_BLOCK, ATT_GRID);
         return;
     }
     int nk = vis - j0 < S ? vis - j0 : S;
@@ -220,11 +219,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     /* The last split block of this (query, kv head) folds all splits
      * (attn_fold), unless a separate launch folds them (fold 0). */
     TL_STAMP(g_att_tl, ATT_BLOCK, 4);
-#ifdef TERN_CUDA_TIMELINE
-    if (g_att_tl && threadIdx.x == 0 && ATT_BLOCK < TERN_CUDA_TL_BLOCKS)
-        g_att_tl[(size_t)ATT_BLOCK * TERN_CUDA_TL_SLOTS + 7] =
-            1ull | (unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32;
-#endif
+    TL_INFO(g_att_tl, ATT_BLOCK, 1ull | ATT_GRID);
     if (FV == 0 || !fold) return;
     int ns = (vis + S - 1) / S;
     __threadfence();
@@ -244,10 +239,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
 #ifdef TERN_CUDA_TIMELINE
     __syncthreads();
-    TL_STAMP(g_att_tl, ATT_BLOCK, 6);
-    if (g_att_tl && threadIdx.x == 0 && ATT_BLOCK < TERN_CUDA_TL_BLOCKS)
-        g_att_tl[(size_t)ATT_BLOCK * TERN_CUDA_TL_SLOTS + 7] = 3ull | (unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32;
 #endif
+    TL_STAMP(g_att_tl, ATT_BLOCK, 6);
+    TL_INFO(g_att_tl, ATT_BLOCK, 3ull | ATT_GRID);
 }
 
 /* The fold of calls with many splits, one block per (query, head): the

@@ -85,18 +85,22 @@ __device__ __forceinline__ unsigned dev_smid(void)
     return r;
 }
 
-/* The attention chain's timeline (a build with -DTERN_CUDA_TIMELINE;
- * tern_cuda_set_attn_timeline): the prologue and attention kernels' blocks
- * write global-clock stamps into the buffer their translation unit's
- * pointer names (NULL: none), TERN_CUDA_TL_SLOTS a block. */
+/* The timelines of a build with -DTERN_CUDA_TIMELINE (tern_cuda_set_timeline,
+ * tern_cuda_set_attn_timeline): thread 0 of block `block` writes the global
+ * clock (TL_STAMP) or a word of its own (TL_INFO, the last slot) into its
+ * TERN_CUDA_TL_SLOTS of ptr (NULL: none). Other builds compile them out,
+ * arguments and all. */
 #ifdef TERN_CUDA_TIMELINE
-#define TL_STAMP(ptr, block, slot)                                                   \
+#define TL_SET(ptr, block, slot, value)                                              \
     do {                                                                             \
         if ((ptr) && threadIdx.x == 0 && (block) < TERN_CUDA_TL_BLOCKS)              \
-            (ptr)[(size_t)(block) * TERN_CUDA_TL_SLOTS + (slot)] = dev_clock_ns();   \
+            (ptr)[(size_t)(block) * TERN_CUDA_TL_SLOTS + (slot)] = (value);          \
     } while (0)
+#define TL_STAMP(ptr, block, slot) TL_SET(ptr, block, slot, dev_clock_ns())
+#define TL_INFO(ptr, block, value) TL_SET(ptr, block, TERN_CUDA_TL_SLOTS - 1, value)
 #else
 #define TL_STAMP(ptr, block, slot) ((void)0)
+#define TL_INFO(ptr, block, value) ((void)0)
 #endif
 
 /* Launches kernel<<<grid, block, smem>>> on c's stream, with programmatic

@@ -36,15 +36,7 @@ struct sk_args {
 #endif
 };
 
-#ifdef TERN_CUDA_TIMELINE
-#define SK_STAMP(slot)                                                                   \
-    do {                                                                                 \
-        if (a.tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)                 \
-            a.tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + (slot)] = dev_clock_ns();      \
-    } while (0)
-#else
-#define SK_STAMP(slot) ((void)0)
-#endif
+#define SK_STAMP(slot) TL_STAMP(a.tl, blockIdx.x, slot)
 
 /* n loads of 16 bytes per weight stream, blocks kb .. kb + n - 1. */
 template <int NMAT, int U>
@@ -410,11 +402,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #endif
     }
     SK_STAMP(6);
-#ifdef TERN_CUDA_TIMELINE
-    if (a.tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)
-        a.tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + 7] =
-            dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32;
-#endif
+    TL_INFO(a.tl, blockIdx.x, dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32);
 }
 
 template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>

@@ -119,10 +119,9 @@ __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK,
                  buf[threadIdx.x >> 5], lane);
 #ifdef TERN_CUDA_TIMELINE
     __syncthreads();
-    TL_STAMP(g_pro_tl, blockIdx.x, 6);
-    if (g_pro_tl && threadIdx.x == 0 && blockIdx.x < TERN_CUDA_TL_BLOCKS)
-        g_pro_tl[(size_t)blockIdx.x * TERN_CUDA_TL_SLOTS + 7] = (unsigned long long)gridDim.x << 32;
 #endif
+    TL_STAMP(g_pro_tl, blockIdx.x, 6);
+    TL_INFO(g_pro_tl, blockIdx.x, (unsigned long long)gridDim.x << 32);
 }
 
 extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
