@@ -13,7 +13,6 @@
  * written by a kernel), and each tile's last loads are followed by the next
  * tile's first. */
 #include "backend/cuda/mma.cuh"
-#include "backend/cuda/l2run.cuh"
 
 enum { SK_THREADS = 32 * MMA_PARTS };
 
@@ -32,14 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    /* The run-ahead L2 prefetcher's counter (l2run.cu), or NULL: thread 0
-     * adds l2r_add (the tile's weight bytes / 256) after each tile. */
-    unsigned *l2r;
-    unsigned l2r_add;
-    /* Or the next product's weights (l2run.cu, mode 8): as a block starts
-     * its last tile it prefetches its share of their first l2r_cap bytes. */
-    const l2r_seg *l2r_next;
-    unsigned long long l2r_cap;
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -278,25 +269,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     }
 }
 
-/* Block b's share of the next product's first bytes (consumption order;
- * halves of two matrices read in step) into L2, 4 KiB a thread. */
-__device__ __forceinline__ void sk_l2r_self(const sk_args &a)
-{
-    const l2r_seg *g = a.l2r_next;
-    unsigned long long bytes = g->bytes, h = g->len < a.l2r_cap ? g->len : a.l2r_cap;
-    if (!bytes) return;
-    const char *p1 = g->p1;
-    if (p1) h /= 2;
-    unsigned long long lo = (h * blockIdx.x / gridDim.x) & ~15ull, hi = (h * (blockIdx.x + 1) / gridDim.x) & ~15ull;
-    if (hi > bytes) hi = bytes;
-    const char *p0 = g->p0;
-    for (int m = 0; m < (p1 ? 2 : 1); m++)
-        for (unsigned long long o = lo + (unsigned long long)threadIdx.x * 4096; o < hi; o += (unsigned long long)SK_THREADS * 4096) {
-            unsigned n = (unsigned)(hi - o < 4096 ? hi - o : 4096);
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((m ? p1 : p0) + o), "r"(n) : "memory");
-        }
-}
-
 /* The one-row kernel (M = 1) with x prepared once per block
  * (TERN_CUDA_SKX = 2, 3 or 4: the blocks a multiprocessor must hold; 5
  * below; H200, Qwen3-8B shape, decode 4.87 ms a token at 3 against
@@ -360,7 +332,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        if (a.l2r_next && w.tile + (int)gridDim.x >= ntiles) sk_l2r_self(a);
         auto step = [&](const uint4(&buf)[U][NMAT], int kb, int n) {
 #pragma unroll
             for (int u = 0; u < U; u++)
@@ -424,7 +395,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
             }
         }
         __syncthreads();
-        if (a.l2r && threadIdx.x == 0) atomicAdd(a.l2r, a.l2r_add);
         w.tile = next;
 #ifdef TERN_CUDA_TIMELINE
         ndone++;
@@ -444,23 +414,12 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (st) return st;
     size_t smem = sx_smem(a.K);
     sk_args b = a;
-    /* inside a capture with the run-ahead prefetcher: this product's
-     * weights join its plan, and the grid leaves its multiprocessors room */
-    int sms = c->sms;
-    size_t tiles = (size_t)(a.N + 7) / 8, tile_bytes = (size_t)NMAT * 8 * a.K * sizeof(uint16_t);
-    const void *w1 = NMAT == 2 || a.ilv ? a.w1 : NULL;
-    size_t rows = a.ilv ? (size_t)a.N / 2 : (size_t)a.N;
-    b.l2r = tern_cuda_l2r_add(c, a.w0, w1, rows * a.K * sizeof(uint16_t), tiles * tile_bytes);
-    b.l2r_add = (unsigned)(tile_bytes / 256);
-    b.l2r_next = tern_cuda_l2r_next(c);
-    b.l2r_cap = (unsigned long long)c->l2r_mb << 20;
-    if (b.l2r && (c->l2r_mode & 2)) sms -= (c->l2r_blocks + 1) / 2;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
                   dim3(SK_THREADS), smem, b);
 }
 
