@@ -236,14 +236,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     __threadfence();
     /* The fold's scratch: the weights in the key and value buffers (this
      * split is done with them). */
-    /* fold 2 (TERN_CUDA_FOLD_WIDE): a group of at most GW heads (4 of
-     * head_dim 128) reads 16 splits' values a round instead of 4 (the same
-     * bits: attn_fold's order does not depend on GMAX or FU) */
-    constexpr int GW = 4 * ATT_THREADS / hd < ATT_MAX_GROUP ? 4 * ATT_THREADS / hd : ATT_MAX_GROUP;
-    if (hd <= 128 && fold == 2 && G <= GW)
-        attn_fold<hd, GW, 16>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
-    else
-        attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
+    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
 #ifdef TERN_CUDA_TIMELINE
     __syncthreads();
 #endif
@@ -321,7 +314,7 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     }
     tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
                             d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
-                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : c->fold_wide ? 2 : 1);
+                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
     if (st || !apart) return st;
     void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
         head_dim == 16    ? attn_fold_kernel<16>

@@ -60,8 +60,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
     c->fold_splits = fs ? atoi(fs) : 32;
-    const char *fw = getenv("TERN_CUDA_FOLD_WIDE");
-    c->fold_wide = fw ? atoi(fw) : 0;
     const char *wg = getenv("TERN_CUDA_WGMMA");
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
