@@ -31,13 +31,6 @@ struct tern_cuda {
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;
-    struct l2r_state *l2r;   /* the run-ahead L2 prefetcher's stream, counter and plan (l2run.cu; owned) */
-    int l2r_mb;              /* TERN_CUDA_L2R: MB it runs ahead of the one-row products of a captured pass; 0 off */
-    int l2r_blocks;          /* TERN_CUDA_L2R_BLOCKS: its blocks of one warp */
-    int l2r_unit;            /* TERN_CUDA_L2R_UNIT: KB a warp's prefetch */
-    int l2r_mode;            /* TERN_CUDA_L2R_MODE: bit 0 lines (prefetch.global.L2) instead of bulk prefetches;
-                                bit 1: the products' grids leave its multiprocessors out; bit 2: no prefetches */
-    int l2r_head;            /* TERN_CUDA_L2R_HEAD: MB of each product's weights it prefetches; 0 all */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;
     char desc[320];

@@ -5,12 +5,10 @@
 #include <string.h>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/l2run.cuh"
 
 struct tern_cuda_graph {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    void *d_l2r; /* the run-ahead prefetcher's plan (owned), or NULL */
 };
 
 extern "C" int tern_cuda_built(void) { return 1; }
@@ -66,19 +64,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
     c->wgmma = wg ? atoi(wg) : 1;
-    const char *l2r = getenv("TERN_CUDA_L2R"), *l2b = getenv("TERN_CUDA_L2R_BLOCKS"), *l2u = getenv("TERN_CUDA_L2R_UNIT");
-    c->l2r_mb = l2r ? atoi(l2r) : 0;
-    c->l2r_blocks = l2b ? atoi(l2b) : 1;
-    c->l2r_unit = l2u ? atoi(l2u) : 32;
-    const char *l2m = getenv("TERN_CUDA_L2R_MODE");
-    c->l2r_mode = l2m ? atoi(l2m) : 0;
-    const char *l2h = getenv("TERN_CUDA_L2R_HEAD");
-    c->l2r_head = l2h ? atoi(l2h) : 0;
-    if (c->l2r_mb < 0) c->l2r_mb = 0;
-    if (c->l2r_blocks < 1) c->l2r_blocks = 1;
-    if (c->l2r_blocks > c->sms / 2) c->l2r_blocks = c->sms / 2;
-    if (c->l2r_unit < 1) c->l2r_unit = 1;
-    if (c->l2r_unit > 1024) c->l2r_unit = 1024;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -100,7 +85,6 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
-    tern_cuda_l2r_free(c);
     free(c);
 }
 
@@ -221,15 +205,7 @@ extern "C" tern_status tern_cuda_sync(tern_cuda *c)
 
 extern "C" tern_status tern_cuda_graph_begin(tern_cuda *c)
 {
-    tern_status st = tern_cuda_l2r_prepare(c);
-    if (st) return st;
     CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-    if ((st = tern_cuda_l2r_fork(c))) {
-        cudaGraph_t graph = NULL;
-        tern_cuda_l2r_abandon(c);
-        if (cudaStreamEndCapture(c->stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
-        return st;
-    }
     return TERN_OK;
 }
 
@@ -238,25 +214,15 @@ extern "C" tern_status tern_cuda_graph_end(tern_cuda *c, tern_cuda_graph **out)
     *out = NULL;
     tern_cuda_graph *g = (tern_cuda_graph *)calloc(1, sizeof *g);
     cudaGraph_t graph = NULL;
-    tern_status sj = tern_cuda_l2r_join(c);
     cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
-    if (e != cudaSuccess || !g || sj) {
+    if (e != cudaSuccess || !g) {
         free(g);
         if (graph) cudaGraphDestroy(graph);
-        tern_cuda_l2r_abandon(c);
-        if (sj) return sj;
         return e != cudaSuccess ? cuda_fail(e, "graph capture") : tern_error(TERN_E_NOMEM, "cuda: out of memory");
-    }
-    tern_status sc = tern_cuda_l2r_commit(c, &g->d_l2r);
-    if (sc) {
-        cudaGraphDestroy(graph);
-        free(g);
-        return sc;
     }
     g->graph = graph;
     if ((e = cudaGraphInstantiate(&g->exec, graph, 0)) != cudaSuccess) {
         cudaGraphDestroy(graph);
-        if (g->d_l2r) cudaFree(g->d_l2r);
         free(g);
         return cuda_fail(e, "graph instantiate");
     }
@@ -275,7 +241,6 @@ extern "C" void tern_cuda_graph_free(tern_cuda_graph *g)
     if (!g) return;
     cudaGraphExecDestroy(g->exec);
     cudaGraphDestroy(g->graph);
-    if (g->d_l2r) cudaFree(g->d_l2r);
     free(g);
 }
 

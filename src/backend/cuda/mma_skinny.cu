@@ -13,7 +13,6 @@
  * written by a kernel), and each tile's last loads are followed by the next
  * tile's first. */
 #include "backend/cuda/mma.cuh"
-#include "backend/cuda/l2run.cuh"
 
 enum { SK_THREADS = 32 * MMA_PARTS };
 
@@ -32,10 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    /* The run-ahead L2 prefetcher's counter (l2run.cu), or NULL: thread 0
-     * adds l2r_add (the tile's weight bytes / 256) after each tile. */
-    unsigned *l2r;
-    unsigned l2r_add;
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -400,7 +395,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
             }
         }
         __syncthreads();
-        if (a.l2r && threadIdx.x == 0) atomicAdd(a.l2r, a.l2r_add);
         w.tile = next;
 #ifdef TERN_CUDA_TIMELINE
         ndone++;
@@ -420,21 +414,12 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (st) return st;
     size_t smem = sx_smem(a.K);
     sk_args b = a;
-    /* inside a capture with the run-ahead prefetcher: this product's
-     * weights join its plan, and the grid leaves its multiprocessors room */
-    int sms = c->sms;
-    size_t tiles = (size_t)(a.N + 7) / 8, tile_bytes = (size_t)NMAT * 8 * a.K * sizeof(uint16_t);
-    const void *w1 = NMAT == 2 || a.ilv ? a.w1 : NULL;
-    size_t rows = a.ilv ? (size_t)a.N / 2 : (size_t)a.N;
-    b.l2r = tern_cuda_l2r_add(c, a.w0, w1, rows * a.K * sizeof(uint16_t), tiles * tile_bytes);
-    b.l2r_add = (unsigned)(tile_bytes / 256);
-    if (b.l2r) sms -= c->l2r_blocks; /* the prefetcher's blocks own theirs */
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
                   dim3(SK_THREADS), smem, b);
 }
 
