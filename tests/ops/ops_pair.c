@@ -51,35 +51,38 @@ void ops_pair(void)
 
 /* ops_test --chain: 8 layers' gate/up pairs (more than the L2) in a graph,
  * microseconds a pair, the pair kernel against interleaved rows. */
+enum { TP_L = 8, TP_H = 4096, TP_F = 12288 };
+typedef struct {
+    void *wg[TP_L], *wu[TP_L];
+    float *x, *nw, *h, *tmp;
+} pair_run;
+
+static tern_status pair_queue(void *ctx)
+{
+    const pair_run *p = ctx;
+    tern_status st = TERN_OK;
+    for (int l = 0; l < TP_L && !st; l++) st = pair(1, p->x, TP_H, p->nw, p->wg[l], p->wu[l], TP_F, p->h, p->tmp);
+    return st;
+}
+
 void ops_time_pair(void)
 {
-    enum { L = 8, REPS = 20, H = 4096, F = 12288 };
-    void *wg[L], *wu[L];
-    for (int l = 0; l < L; l++) {
-        wg[l] = ops_dev_random((long)F * H, TERN_DT_BF16, 800 + l, 0.05f);
-        wu[l] = ops_dev_random((long)F * H, TERN_DT_BF16, 820 + l, 0.05f);
+    pair_run p;
+    for (int l = 0; l < TP_L; l++) {
+        p.wg[l] = ops_dev_random((long)TP_F * TP_H, TERN_DT_BF16, 800 + l, 0.05f);
+        p.wu[l] = ops_dev_random((long)TP_F * TP_H, TERN_DT_BF16, 820 + l, 0.05f);
     }
-    float *x = ops_dev_random(H, TERN_DT_F32, 3, 2.0f), *nw = ops_dev_random(H, TERN_DT_F32, 4, 1.5f);
-    float *h = ops_dev_zero((size_t)F * 4), *tmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(H));
+    p.x = ops_dev_random(TP_H, TERN_DT_F32, 3, 2.0f), p.nw = ops_dev_random(TP_H, TERN_DT_F32, 4, 1.5f);
+    p.h = ops_dev_zero((size_t)TP_F * 4), p.tmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(TP_H));
     for (int r = 0; r < 4; r++) {
         int was = tern_cuda_set_gu_ilv(ops_cuda, r & 1);
-        tern_cuda_graph *g = NULL;
-        tern_status st = tern_cuda_graph_begin(ops_cuda);
-        for (int l = 0; l < L && !st; l++) st = pair(1, x, H, nw, wg[l], wu[l], F, h, tmp);
-        tern_status st2 = tern_cuda_graph_end(ops_cuda, &g);
         float ms = 0;
-        if (ops_ok(st ? st : st2, "capture")) {
-            for (int k = 0; k < 3; k++) ops_ok(tern_cuda_graph_launch(ops_cuda, g), "replay");
-            ops_ok(tern_cuda_timer_mark(ops_cuda), "timer");
-            for (int k = 0; k < REPS; k++) tern_cuda_graph_launch(ops_cuda, g);
-            ops_ok(tern_cuda_timer_elapsed(ops_cuda, &ms), "timer");
-            printf("gate/up + norm M=1 (graph of %d) %-22s %6.1f us\n", L, r & 1 ? "interleaved rows" : "pair kernel",
-                   ms * 1e3 / REPS / L);
-        }
-        if (g) tern_cuda_graph_free(g);
+        if (ops_graph(pair_queue, &p, 3, 5, &ms)) /* best of 5 x 4 replays */
+            printf("gate/up + norm M=1 (graph of %d) %-22s %6.1f us\n", TP_L, r & 1 ? "interleaved rows" : "pair kernel",
+                   ms * 1e3 / TP_L);
         tern_cuda_set_gu_ilv(ops_cuda, was);
     }
-    for (int l = 0; l < L; l++) tern_cuda_free(ops_cuda, wg[l]), tern_cuda_free(ops_cuda, wu[l]);
-    void *p[] = {x, nw, h, tmp};
-    for (size_t i = 0; i < sizeof p / sizeof *p; i++) tern_cuda_free(ops_cuda, p[i]);
+    for (int l = 0; l < TP_L; l++) tern_cuda_free(ops_cuda, p.wg[l]), tern_cuda_free(ops_cuda, p.wu[l]);
+    void *q[] = {p.x, p.nw, p.h, p.tmp};
+    for (size_t i = 0; i < sizeof q / sizeof *q; i++) tern_cuda_free(ops_cuda, q[i]);
 }

@@ -22,7 +22,6 @@ __device__ unsigned long long *g_att_tl;
 /* the block's index in x, y, z order and the blocks (its timeline's) */
 #define ATT_BLOCK ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)
 #define ATT_GRID ((unsigned long long)gridDim.x * gridDim.y * gridDim.z << 32)
-tern_status tern_cuda_pro_timeline(unsigned long long *d_buf);
 
 /* The attention chain's stamps (cuda.h): the prologue kernel's into d_pro,
  * the split kernel's into d_att (NULL: none). */

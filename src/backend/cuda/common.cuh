@@ -102,6 +102,9 @@ __device__ __forceinline__ unsigned dev_smid(void)
 #define TL_STAMP(ptr, block, slot) ((void)0)
 #define TL_INFO(ptr, block, value) ((void)0)
 #endif
+/* The attention prologue kernel's stamps into d_buf (NULL: none; rowops.cu,
+ * for tern_cuda_set_attn_timeline in attention.cu). */
+tern_status tern_cuda_pro_timeline(unsigned long long *d_buf);
 
 /* Launches kernel<<<grid, block, smem>>> on c's stream, with programmatic
  * dependent launch when c->pdl is set, so that its blocks start (and fetch

@@ -84,8 +84,6 @@ __global__ void head_norm_rope_kernel(float *x, long ldx, int n, int n_heads, in
 __device__ unsigned long long *g_pro_tl;
 #endif
 
-/* The prologue kernel's stamps into d_buf (NULL: none; internal, for
- * tern_cuda_set_attn_timeline). */
 tern_status tern_cuda_pro_timeline(unsigned long long *d_buf)
 {
 #ifdef TERN_CUDA_TIMELINE
