@@ -277,8 +277,14 @@ static void qkv_prologue_case(int H, int HK, int hd)
 
 void ops_attention(void)
 {
-    qkv_prologue_case(8, 2, 128);
-    qkv_prologue_case(4, 4, 64);
+    /* both prologue kernels: shared memory, then a head in registers */
+    for (int reg = 0; reg < 2; reg++) {
+        int was = tern_cuda_set_pro_reg(ops_cuda, reg);
+        qkv_prologue_case(8, 2, 128);
+        qkv_prologue_case(4, 4, 64);
+        qkv_prologue_case(4, 2, 256);
+        tern_cuda_set_pro_reg(ops_cuda, was);
+    }
     static const row_shape mixed[] = {{1, 1}, {300, 1}, {77, 77}, {600, 5}, {130, 64}};
     static const row_shape one_long[] = {{4100, 1}};
     static const row_shape prefill[] = {{512, 512}};

@@ -254,6 +254,12 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
     norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
     norm_case(1, TERN_DT_BF16, 2, 1032, 2999);
+    for (int pair = 0; pair < 2; pair++) { /* the staged form (ops_linear): q/k/v's shape and a head's width */
+        int was = tern_cuda_set_ostage(ops_cuda, 1, 1, pair);
+        norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
+        norm_case(0, TERN_DT_BF16, 2, 512, 33001);
+        tern_cuda_set_ostage(ops_cuda, was, 0, 0);
+    }
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
     int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);
@@ -266,10 +272,14 @@ void ops_fused(void)
         norm_case(1, TERN_DT_BF16, 150, 1024, 200);
     }
     tern_cuda_set_wgmma(ops_cuda, wg_was);
-    attn_prologue_case(32, 8, 128, 1);
-    attn_prologue_case(8, 2, 64, 0);
-    attn_prologue_case(4, 4, 16, 1);
-    attn_prologue_case(16, 2, 256, 1);
+    for (int reg = 0; reg < 2; reg++) { /* both prologue kernels (ops_attn) */
+        int was = tern_cuda_set_pro_reg(ops_cuda, reg);
+        attn_prologue_case(32, 8, 128, 1);
+        attn_prologue_case(8, 2, 64, 0);
+        attn_prologue_case(4, 4, 16, 1);
+        attn_prologue_case(16, 2, 256, 1);
+        tern_cuda_set_pro_reg(ops_cuda, was);
+    }
     summary_case(151936, 8.0f);
     summary_case(1000, 3.0f);
     summary_case(4096, 1e-3f);

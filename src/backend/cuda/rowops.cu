@@ -122,6 +122,85 @@ __global__ void qkv_rope_store_kernel(float *qkv, long ld, int n, int H, int HK,
     TL_INFO(g_pro_tl, blockIdx.x, (unsigned long long)gridDim.x << 32);
 }
 
+/* qkv_rope_store_kernel's work and bits with a head in registers (E =
+ * head_dim / 32 elements a lane, elements lane + 32 k, rope over the whole
+ * head: the pairs (i, i + head_dim / 2) in one lane): the row, the table
+ * row and the norm weight are read before the wait (the rows are uploaded
+ * before the pass; the table and weights are never written by a kernel),
+ * so that after it a warp reads its head once, norms it (warp_sumsq's
+ * order: lane l adds its elements in order, then the butterfly), ropes and
+ * stores it; no shared memory. */
+template <int E>
+__global__ void qkv_rope_reg_kernel(float *qkv, long ld, int n, int H, int HK, const void *__restrict__ qw,
+                                    const void *__restrict__ kw, tern_dtype wdt, float eps,
+                                    const float *__restrict__ cs, const tern_cuda_attn_row *__restrict__ rows,
+                                    const int *__restrict__ tok_row, int trig)
+{
+    constexpr int hd = 32 * E, HE = E / 2;
+    TL_STAMP(g_pro_tl, blockIdx.x, 0);
+    int per = H + 2 * HK;
+    int item = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const bool live = item < n * per;
+    const int t = live ? item / per : 0, h = live ? item % per : 0;
+    const bool isq = h < H, isk = !isq && h < H + HK;
+    const void *w = isq ? qw : isk ? kw : NULL;
+    tern_cuda_attn_row r = {};
+    long p = 0;
+    float wv[E], c[E];
+    if (live) {
+        r = rows[tok_row[t]];
+        p = query_pos(r, t);
+#pragma unroll
+        for (int k = 0; k < E; k++) {
+            wv[k] = w ? weight_at(w, wdt, lane + 32 * k) : 0.0f;
+            c[k] = isq || isk ? cs[p * hd + lane + 32 * k] : 0.0f;
+        }
+    }
+    wait_prior_grid();
+    TL_STAMP(g_pro_tl, blockIdx.x, 1);
+#if __CUDA_ARCH__ >= 900
+    if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    if (live) {
+        float *v = qkv + (long)t * ld + (long)h * hd;
+        float x[E];
+#pragma unroll
+        for (int k = 0; k < E; k++) x[k] = __ldcg(v + lane + 32 * k);
+        if (!isq && !isk) {
+            float *dst = kv_at(r.v, r, h - H - HK, p, hd);
+#pragma unroll
+            for (int k = 0; k < E; k++) dst[lane + 32 * k] = x[k];
+        } else {
+            if (w) {
+                float ss = 0.0f;
+#pragma unroll
+                for (int k = 0; k < E; k++) ss = fmaf(x[k], x[k], ss);
+                float inv = rms_inv(warp_sum(ss), hd, eps);
+#pragma unroll
+                for (int k = 0; k < E; k++) x[k] = rms_scale(x[k], inv, wv[k]);
+            }
+            float o[E];
+#pragma unroll
+            for (int k = 0; k < HE; k++) {
+                float a = x[k], b = x[k + HE], co = c[k], si = c[k + HE];
+                o[k] = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
+                o[k + HE] = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
+            }
+            float *dst = isk ? kv_at(r.k, r, h - H, p, hd) : NULL;
+#pragma unroll
+            for (int k = 0; k < E; k++) {
+                v[lane + 32 * k] = o[k];
+                if (isk) dst[lane + 32 * k] = o[k];
+            }
+        }
+    }
+#ifdef TERN_CUDA_TIMELINE
+    __syncthreads();
+#endif
+    TL_STAMP(g_pro_tl, blockIdx.x, 6);
+    TL_INFO(g_pro_tl, blockIdx.x, (unsigned long long)gridDim.x << 32);
+}
+
 extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long ld, int n, int n_heads,
                                                 int n_kv_heads, int head_dim, int rope_dim, const void *d_qnorm,
                                                 const void *d_knorm, tern_dtype wdt, float eps, const float *d_cs,
@@ -132,6 +211,13 @@ extern "C" tern_status tern_cuda_qkv_rope_store(tern_cuda *c, float *d_qkv, long
                           rope_dim, HEAD_MAX);
     if (n <= 0) return TERN_OK;
     long items = (long)n * (n_heads + 2 * n_kv_heads);
+    if (c->pro_reg && rope_dim == head_dim && (head_dim == 64 || head_dim == 128 || head_dim == 256)) {
+        /* TERN_CUDA_PRO_REG: the head in registers (the same bits) */
+        auto kern = head_dim == 64 ? qkv_rope_reg_kernel<2> : head_dim == 128 ? qkv_rope_reg_kernel<4>
+                                                                              : qkv_rope_reg_kernel<8>;
+        return launch(c, "qkv_rope_store", kern, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_qkv, ld, n,
+                      n_heads, n_kv_heads, d_qnorm, d_knorm, wdt, eps, d_cs, d_rows, d_tok_row, (c->trigger & 2) != 0);
+    }
     return launch(c, "qkv_rope_store", qkv_rope_store_kernel, dim3((unsigned)((items + 3) / 4)), dim3(128), 0, d_qkv,
                   ld, n, n_heads, n_kv_heads, head_dim, rope_dim, d_qnorm, d_knorm, wdt, eps, d_cs, d_rows, d_tok_row,
                   (c->trigger & 2) != 0);
