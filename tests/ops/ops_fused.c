@@ -254,12 +254,6 @@ void ops_fused(void)
     norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
     norm_case(1, TERN_DT_BF16, 2, 4096, 12288);
     norm_case(1, TERN_DT_BF16, 2, 1032, 2999);
-    for (int pair = 0; pair < 2; pair++) { /* the staged form (ops_linear): q/k/v's shape and a head's width */
-        int was = tern_cuda_set_ostage(ops_cuda, 1, 1, pair);
-        norm_case(0, TERN_DT_BF16, 2, 4096, 6144);
-        norm_case(0, TERN_DT_BF16, 2, 512, 33001);
-        tern_cuda_set_ostage(ops_cuda, was, 0, 0);
-    }
     /* The tensor-core path past the small-batch kernel (GEMM, M > 64), and
      * K with uneven quarters. */
     int wg_was = tern_cuda_set_wgmma(ops_cuda, 0);

@@ -200,29 +200,6 @@ void ops_linear(void)
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
         tern_cuda_set_sk_x(ops_cuda, was);
     }
-    /* The staged form (tern_cuda_set_ostage with `always`: every
-     * one-matrix one-row product stages its blocks' tiles 1 .. n in shared
-     * memory before the wait): rows alone against the batched kernels, bit
-     * for bit; at n = 1 (2 blocks a multiprocessor) the o shape (2 tiles a
-     * block), 6 tiles a block, parts of 2 blocks (no whole batch), parts of
-     * 8 and 9 blocks (rows of 576 bytes: no padding), K past the staging
-     * room and one tile a block (not staged); at n = 2 (one block a
-     * multiprocessor) the o shape (4 tiles a block) and 12 tiles a block. */
-    for (int v = 0; v < 4; v++) {
-        int n = 1 + (v & 1), pair = v >> 1, was = tern_cuda_set_ostage(ops_cuda, n, 1, pair);
-        printf("(one-row kernel: tiles 1..%d of each block staged in shared memory%s)\n", n,
-               pair ? ", the first two interleaved" : "");
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 4096, 1);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 4096, 12288, 0);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 3, 512, 4100, 1);
-        if (n == 1) {
-            matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 2304, 4096, 0);
-            matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
-            matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 1024, 300, 0);
-            gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 2, 4096, 12288);
-        }
-        tern_cuda_set_ostage(ops_cuda, was, 0, 0);
-    }
     /* K = 16384: 64 KiB of x in the one-row kernel's shared memory */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
     /* The decode shapes' widths: several tiles a block (a wave is 2 blocks

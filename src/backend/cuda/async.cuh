@@ -38,16 +38,6 @@ __device__ __forceinline__ void mb_wait(uint64_t *bar, unsigned parity)
                      : "memory");
 }
 
-/* bytes (a multiple of 16; both addresses 16-byte aligned) from global src
- * into shared dst by the copy engine, counted on bar. */
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-}
-
 /* The box at (element k, row r) of map into dst, counted on bar. */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int k, int r, uint64_t *bar)
 {

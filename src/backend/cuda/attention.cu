@@ -314,7 +314,6 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
                             d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
                             (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
-    if (!st && !apart) c->early_prev = (c->trigger & 4) != 0;
     if (st || !apart) return st;
     void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
         head_dim == 16    ? attn_fold_kernel<16>

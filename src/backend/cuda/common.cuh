@@ -28,12 +28,7 @@ struct tern_cuda {
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */
-    int ostage;              /* TERN_CUDA_OSTAGE (default 0): tiles a block of a one-row product launched after an
-                                early-launching kernel stages in shared memory before its wait (mma_skinny.cu) */
-    int ostage_all;          /* every one-row one-matrix product so (tern_cuda_set_ostage) */
-    int ostage_pair;         /* TERN_CUDA_OSTAGE_PAIR: a staged block's first two tiles interleaved */
-    int early_prev;          /* the last kernel queued lets the next launch early (set after its launch) */
-    int pro_reg;             /* TERN_CUDA_PRO_REG: the attention prologue kernel with a head in registers (rowops.cu) */
+    int pro_reg;             /* TERN_CUDA_PRO_REG (default 1): the attention prologue kernel with a head in registers (rowops.cu) */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;
@@ -130,7 +125,6 @@ static tern_status launch(tern_cuda *c, const char *what, void (*kernel)(KArgs..
     cfg.attrs = attr;
     cfg.numAttrs = c->pdl ? 1 : 0;
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-    c->early_prev = 0;
     if (e != cudaSuccess) return cuda_fail(e, what);
     return TERN_OK;
 }

@@ -64,16 +64,9 @@ int tern_cuda_set_sk_x(tern_cuda *c, int mode);
  * warp's registers, its row, table row and norm weight read before the
  * wait for the previous kernel (head_dim 64, 128 or 256 with rope over the
  * whole head; others keep the shared-memory kernel): the same bits
- * (TERN_CUDA_PRO_REG sets it at open). Returns the previous setting. */
+ * (default on; TERN_CUDA_PRO_REG sets it at open). Returns the previous
+ * setting. */
 int tern_cuda_set_pro_reg(tern_cuda *c, int on);
-/* One-row one-matrix products (mode 5) staging the weights of their
- * blocks' tiles 1 .. tiles in shared memory before their wait: when the
- * kernel before lets them launch early (the o product after the
- * attention), or every one of them with `always`; with `pair` a block's
- * first two tiles run interleaved (the same bits; 0 tiles: never;
- * TERN_CUDA_OSTAGE and TERN_CUDA_OSTAGE_PAIR set them at open). Returns
- * the previous tiles. */
-int tern_cuda_set_ostage(tern_cuda *c, int tiles, int always, int pair);
 /* One-row SwiGLU pairs (tern_cuda_gate_up*, M = 1, F a multiple of 4,
  * mode 5) on the one-matrix one-row kernel over interleaved gate / up
  * rows, the same bits (TERN_CUDA_GU_ILV, default on; returns the old

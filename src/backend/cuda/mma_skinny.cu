@@ -12,7 +12,6 @@
  * are loaded before the wait for the previous kernel (weights are never
  * written by a kernel), and each tile's last loads are followed by the next
  * tile's first. */
-#include "backend/cuda/async.cuh"
 #include "backend/cuda/mma.cuh"
 
 enum { SK_THREADS = 32 * MMA_PARTS };
@@ -32,8 +31,6 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    int nst;  /* the staged form's tiles a block staged (sk_one_kernel) */
-    int pair; /* and its first two tiles interleaved */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -98,44 +95,33 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
 /* A tile's part of K through step(buf, kb, n) (n <= U blocks from kb):
  * whole batches of U blocks, two buffers in flight (bA holds the first,
  * loaded before), then the rest one block at a time, the same products in
- * the same order, each batch brought in by load(buf, kb, n); then the
- * block's next tile's rows and first batch into bA (next_first(buf, tile):
- * sk_rows_of and the global loads for sk_stream). Returns that tile
- * (ntiles or past: none). One loop for both kernels. */
-template <int NMAT, int U, class LOAD, class FIRST, class STEP>
-__device__ __forceinline__ int sk_stream_by(const sk_warp &w, uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], LOAD load,
-                                            FIRST next_first, STEP step)
+ * the same order; then the block's next tile's rows and first batch into
+ * bA. Returns that tile (ntiles or past: none). One loop for both
+ * kernels. */
+template <int NMAT, int U, class STEP>
+__device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
+                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
     int kb = kb0;
     for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-        if (b + 1 < nfull) load(bB, kb + U, U);
+        if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
         step(bA, kb, U);
-        if (b + 2 < nfull) load(bA, kb + 2 * U, U);
+        if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
         if (b + 1 < nfull) step(bB, kb + U, U);
     }
     kb = kb0 + nfull * U;
     if (kb < kb0 + len) {
         int rest = kb0 + len - kb;
-        load(bB, kb, rest);
+        sk_load<NMAT, U>(bB, wr, kb, rest);
         step(bB, kb, rest);
     }
     int next = w.tile + gridDim.x;
-    if (next < w.ntiles) next_first(bA, next);
+    if (next < w.ntiles) {
+        sk_rows_of<NMAT>(a, next, w.g, w.t, wr);
+        if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
+    }
     return next;
-}
-
-template <int NMAT, int U, class STEP>
-__device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
-                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
-{
-    return sk_stream_by<NMAT, U>(
-        w, bA, bB, [&](uint4(&buf)[U][NMAT], int kb, int n) { sk_load<NMAT, U>(buf, wr, kb, n); },
-        [&](uint4(&buf)[U][NMAT], int tile) {
-            sk_rows_of<NMAT>(a, tile, w.g, w.t, wr);
-            if (w.nfull) sk_load<NMAT, U>(buf, wr, w.kb0, U);
-        },
-        step);
 }
 
 /* Eight floats of row r of x at column k (zeros past the last row). */
@@ -293,40 +279,13 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
  * the weight buffers and the accumulators (fewer registers: more warps,
  * more weight bytes in flight). Lanes of rows 1..7 (zero rows of x) hold
  * zero fragments, as the other kernel's split of zeros gives. */
-enum { SX_MAX_SMEM = 96 * 1024, ST_MAX_SMEM = 200 * 1024 };
+enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-/* The staged form (ST, TERN_CUDA_OSTAGE): before its wait, each warp of a
- * block has the copy engine bring the 8 weight rows of the block's tiles 1
- * .. a.nst (its second tile on) over the warp's part of K into shared
- * memory (one bulk copy a row, counted on an mbarrier per warp and tile),
- * so that a product launched while the kernel before it still runs (the o
- * product during the attention) streams those tiles then instead of after
- * the wait; they are then read from shared memory in the same blocks and
- * order (the same bits). Row g of a warp's area starts at st_row(g): rows
- * of one part (st_len bytes) with 64 bytes after every second row when
- * st_len is a multiple of 128, so that rows 2p and 2p + 1 (one quarter of
- * the warp's 16-byte reads) fall on distinct banks. Layout after x's
- * split: the areas [tile][warp], the barriers [warp][tile], the paired
- * tile's partials [warp][8]. a.pair (TERN_CUDA_OSTAGE_PAIR): the block's
- * first tile runs with its second interleaved, two independent chains of
- * tensor-core steps instead of one after the other. */
-__host__ __device__ __forceinline__ int st_len(int K) { return (K / MMA_KB + MMA_PARTS - 1) / MMA_PARTS * MMA_KB * 2; }
-__host__ __device__ __forceinline__ int st_row(int K, int g)
-{
-    int r = st_len(K);
-    return g * r + ((g + 1) >> 1) * (r % 128 ? 0 : 64);
-}
-static size_t st_smem(int K, int nst)
-{
-    return (size_t)nst * MMA_PARTS * (st_row(K, 8) + sizeof(uint64_t)) + MMA_PARTS * 8 * sizeof(float);
-}
-
-template <bool LO, int NMAT, bool NORM, int U, int MINB, bool ST = false>
+template <bool LO, int NMAT, bool NORM, int U, int MINB>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
-    static_assert(!ST || NMAT == 1, "the staged form is for one matrix");
     __shared__ float part[NMAT][MMA_PARTS][8];
     __shared__ float ssq[MMA_PARTS];
     extern __shared__ uint4 sx4[]; /* block kb, lane t: sx4[2 (4 kb + t)] hi pairs, + 1 lo pairs */
@@ -335,34 +294,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     SK_STAMP(0);
     sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
-    /* ST: the warp's first area and barrier, lane (g, t)'s first 16 bytes
-     * of its first staged tile; tile j of the block (j = 1 .. a.nst) at
-     * + (j - 1) areas / barriers */
-    uint64_t *bar = NULL;
-    const unsigned char *srow = NULL;
-    const int area_step = MMA_PARTS * st_row(a.K, 8);
-    if (ST) {
-        unsigned char *base = (unsigned char *)(sx4 + (size_t)(a.K / MMA_KB) * 8);
-        unsigned char *area = base + (size_t)q * st_row(a.K, 8);
-        bar = (uint64_t *)(base + (size_t)a.nst * area_step) + q * a.nst;
-        srow = area + st_row(a.K, g) + 16 * t;
-        if ((threadIdx.x & 31) == 0) {
-            unsigned bytes = (unsigned)len * MMA_KB * 2;
-            for (int j = 1; j <= a.nst; j++) mb_init(bar + j - 1, 1);
-            mb_init_fence();
-            for (int j = 1; j <= a.nst; j++) {
-                int tile = blockIdx.x + j * gridDim.x;
-                if (tile >= ntiles) break;
-                mb_expect(bar + j - 1, 8 * bytes);
-                for (int r = 0; r < 8; r++) {
-                    int n = tile * 8 + r < a.N ? tile * 8 + r : a.N - 1;
-                    bulk_load(area + (size_t)(j - 1) * area_step + st_row(a.K, r),
-                              a.w0 + (size_t)n * a.K + (size_t)kb0 * MMA_KB, bytes, bar + j - 1);
-                }
-            }
-        }
-        __syncwarp();
-    }
     wait_prior_grid();
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
@@ -401,14 +332,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        /* ST: the tile's index among the block's (staged at 1 .. a.nst);
-         * paired (a.pair, the block's first tile): its staged second tile's
-         * products interleaved with its own, into acc2 (each tile's in its
-         * own order) */
-        const int jt = ST ? (w.tile - (int)blockIdx.x) / (int)gridDim.x : 0;
-        const bool paired = ST && a.pair && jt == 0 && w.tile + (int)gridDim.x < ntiles;
-        float acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (paired) mb_wait(bar, 0);
         auto step = [&](const uint4(&buf)[U][NMAT], int kb, int n) {
 #pragma unroll
             for (int u = 0; u < U; u++)
@@ -428,53 +351,15 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                         const uint32_t b[4] = {buf[u][j].x, buf[u][j].y, buf[u][j].z, buf[u][j].w};
                         mma_block<LO>(acc[j], ah, al, b);
                     }
-                    if (ST && paired) {
-                        uint4 v = *(const uint4 *)(srow + (size_t)(kb + u - kb0) * (MMA_KB * 2));
-                        const uint32_t b[4] = {v.x, v.y, v.z, v.w};
-                        mma_block<LO>(acc2, ah, al, b);
-                    }
                 }
         };
-        int next;
-        if (ST) {
-            auto lds = [&](uint4(&buf)[U][NMAT], int j, int kb, int n) {
-                const unsigned char *p = srow + (size_t)(j - 1) * area_step + (size_t)(kb - kb0) * (MMA_KB * 2);
-#pragma unroll
-                for (int u = 0; u < U; u++)
-                    if (u < n) buf[u][0] = *(const uint4 *)(p + u * (MMA_KB * 2));
-            };
-            next = sk_stream_by<NMAT, U>(
-                w, bA, bB,
-                [&](uint4(&buf)[U][NMAT], int kb, int n) {
-                    if (jt >= 1 && jt <= a.nst) lds(buf, jt, kb, n);
-                    else sk_load<NMAT, U>(buf, wr, kb, n);
-                },
-                [&](uint4(&buf)[U][NMAT], int tile) {
-                    int jn = paired ? jt + 2 : jt + 1;
-                    if (paired) tile += gridDim.x;
-                    if (tile >= ntiles) return;
-                    if (jn <= a.nst) {
-                        mb_wait(bar + jn - 1, 0);
-                        if (w.nfull) lds(buf, jn, kb0, U);
-                    } else {
-                        sk_rows_of<NMAT>(a, tile, g, t, wr);
-                        if (w.nfull) sk_load<NMAT, U>(buf, wr, kb0, U);
-                    }
-                },
-                step);
-            if (paired) next += gridDim.x;
-        } else {
-            next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
-        }
-        /* ST: the paired tile's partials after the barriers */
-        float(*part2)[8] = ST ? (float(*)[8])(bar - q * a.nst + MMA_PARTS * a.nst) : NULL;
+        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
                 part[j][q][2 * t] = acc[j][0];
                 part[j][q][2 * t + 1] = acc[j][1];
             }
-            if (ST && paired) part2[q][2 * t] = acc2[0], part2[q][2 * t + 1] = acc2[1];
         }
         if (NORM) {
             float sq = mma_sum4(ss);
@@ -508,14 +393,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                 if (NMAT == 2) *yp = silu_mul(v[0], v[NMAT - 1]);
                 else *yp = a.accumulate ? __fadd_rn(*yp, v[0]) : v[0];
             }
-        } else if (ST && paired && threadIdx.x < 16) {
-            int cidx = threadIdx.x - 8, n = (w.tile + gridDim.x) * 8 + cidx;
-            if (n < a.N) {
-                float v = mma_fold(&part2[0][cidx], 8);
-                if (NORM) v = __fmul_rn(v, rms_inv(mma_fold(ssq, 1), a.K, a.eps));
-                float *yp = a.y + n;
-                *yp = a.accumulate ? __fadd_rn(*yp, v) : v;
-            }
         }
         __syncthreads();
         w.tile = next;
@@ -528,15 +405,14 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     TL_INFO(a.tl, blockIdx.x, dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32);
 }
 
-template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2, bool ST = false>
+template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB, ST>;
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
     static int ready;
-    tern_status st =
-        smem_limit_once((const void *)kern, ST ? ST_MAX_SMEM : SX_MAX_SMEM, &ready, "one-row product smem");
+    tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
-    size_t smem = sx_smem(a.K) + (ST ? st_smem(a.K, a.nst) : 0);
+    size_t smem = sx_smem(a.K);
     sk_args b = a;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
@@ -570,19 +446,6 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
          * 4.683-4.697 against 4.704-4.725 ms; gate/up too, in batches of
          * 4: 4.776-4.798 ms). */
         if (c->sk_x == 5) {
-            /* TERN_CUDA_OSTAGE = n: a product launched after a kernel
-             * that lets it launch early (the o product after the
-             * attention) stages its blocks' tiles 1 .. n (n >= 2: at one
-             * block a multiprocessor, as the room sets); tern_cuda_set_ostage's
-             * `always`: every one-matrix product (K a multiple of 256:
-             * every part holds a block) */
-            if constexpr (NMAT == 1) {
-                sk_args b = a;
-                b.nst = c->ostage, b.pair = c->ostage_pair;
-                if (b.nst > 0 && (c->ostage_all || c->early_prev) && a.K % (MMA_KB * MMA_PARTS) == 0 &&
-                    sx_smem(a.K) + st_smem(a.K, b.nst) <= ST_MAX_SMEM)
-                    return sx_launch<LO, NMAT, NORM, 2, 8, true>(c, b);
-            }
             if (NMAT == 1) return sx_launch<LO, NMAT, NORM, 2, 8>(c, a);
             if (c->gu_ilv && a.N % 4 == 0) {
                 /* TERN_CUDA_GU_ILV (default 1): the pair as one matrix of
