@@ -74,7 +74,7 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/
 ifeq ($(CUDA),1)
   LIB_SRC := $(filter-out src/model/backend_cuda_none.c,$(LIB_SRC))
 else
-  LIB_SRC := $(filter-out src/model/backend_cuda.c src/model/backend_cuda_load.c src/model/backend_cuda_kv.c src/model/backend_cuda_exec.c,$(LIB_SRC))
+  LIB_SRC := $(filter-out src/model/backend_cuda.c src/model/backend_cuda_chain.c src/model/backend_cuda_load.c src/model/backend_cuda_kv.c src/model/backend_cuda_exec.c,$(LIB_SRC))
 endif
 CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))

@@ -285,6 +285,7 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
         (st = cuda_dbuf_reserve(d->c, &d->bias, (size_t)T * (c->n_heads + 2 * c->n_kv_heads) * hd * sizeof(float), 0)))
         return st;
     if ((st = prof(d, PROF_COPY, tern_cuda_upload_async(d->c, dv, h, total)))) return st;
+    cuda_chain_begin(m, p);
     return graph_start(m, p);
 }
 
@@ -297,6 +298,8 @@ static tern_status cuda_embed(tern_model *m, tern_pass *p, float *x)
 static tern_status cuda_rmsnorm(tern_model *m, const float *x, float *y, int n, int d, const tern_weight *w)
 {
     if (REPLAYING(m)) return TERN_OK;
+    tern_status st = cuda_chain_flush(m);
+    if (st) return st;
     return tern_cuda_rmsnorm(cm(m)->c, x, y, n, d, w->dev, w->dt, m->cfg.rms_eps);
 }
 
@@ -309,13 +312,26 @@ static tern_status mm(tern_model *m, const float *x, int M, const tern_weight *w
 static tern_status cuda_matmul(tern_model *m, const float *x, int M, const tern_weight *w, float *y)
 {
     if (REPLAYING(m)) return TERN_OK;
-    return mm(m, x, M, w, y, 0);
+    tern_status st = cuda_chain_flush(m);
+    return st ? st : mm(m, x, M, w, y, 0);
+}
+
+/* A one-token pass's product into its chain (backend_cuda_chain.c). */
+static tern_status chain_rec(tern_model *m, const float *x, const float *nw, const void *w, const void *wu, int K,
+                             int N, float *y, int mode)
+{
+    tern_cuda_chain_prod pr = {x, nw, m->cfg.rms_eps, w, wu, K, N, y, mode};
+    return cuda_chain_add(m, &pr);
 }
 
 static tern_status cuda_matmul_add(tern_model *m, const float *x, int M, const tern_weight *w, float *y, float *tmp)
 {
     if (REPLAYING(m)) return TERN_OK;
     (void)tmp;
+    if (cm(m)->chain_pass && w->dt == TERN_DT_BF16 && tern_cuda_chain_takes(cm(m)->c, w->cols))
+        return chain_rec(m, x, NULL, w->dev, NULL, w->cols, w->rows, y, TERN_CUDA_CH_ADD);
+    tern_status st = cuda_chain_flush(m);
+    if (st) return st;
     return prof(cm(m), w->cols == m->cfg.ffn ? PROF_DOWN : PROF_O, mm(m, x, M, w, y, 1));
 }
 
@@ -323,6 +339,8 @@ static tern_status cuda_gate_up(tern_model *m, const tern_mlp *w, const float *x
 {
     if (REPLAYING(m)) return TERN_OK;
     (void)u;
+    tern_status st = cuda_chain_flush(m);
+    if (st) return st;
     return tern_cuda_gate_up(cm(m)->c, act(m), x, M, w->gate.cols, w->gate.dev, w->up.dev, w->gate.dt, w->gate.rows,
                              g);
 }
@@ -343,6 +361,11 @@ static tern_status cuda_norm_gate_up(tern_model *m, int l, const float *x, int M
     const tern_model_config *c = &m->cfg;
     const tern_layer *L = &m->layers[l];
     const tern_mlp *w = &L->mlp;
+    if (cm(m)->chain_pass)
+        return chain_rec(m, x, cm(m)->layers[l].ffn_nw, w->gate.dev, w->up.dev, c->hidden, w->gate.rows, g,
+                         TERN_CUDA_CH_SWIGLU);
+    tern_status fs = cuda_chain_flush(m);
+    if (fs) return fs;
     if (folded(m, FOLD_GATE_UP))
         return prof(cm(m), PROF_GATE_UP,
                     tern_cuda_gate_up_norm(cm(m)->c, x, M, c->hidden, cm(m)->layers[l].ffn_nw, c->rms_eps, w->gate.dev,
@@ -362,6 +385,13 @@ static tern_status cuda_qkv(tern_model *m, tern_pass *p, int l, const float *x, 
     const void *qn = c->qk_norm ? L->q_norm.dev : NULL, *kn = c->qk_norm ? L->k_norm.dev : NULL;
     tern_dtype qkdt = c->qk_norm ? L->q_norm.dt : TERN_DT_F32;
     tern_status st;
+    if (d->chain_pass) {
+        /* the product into the chain; its prologue when the attention
+         * flushes the chain (or inside the attention) */
+        d->pend_pro = l + 1;
+        return chain_rec(m, x, d->layers[l].attn_nw, d->layers[l].qkv, NULL, c->hidden, ld, qkv, TERN_CUDA_CH_STORE);
+    }
+    if ((st = cuda_chain_flush(m))) return st;
     if (folded(m, FOLD_QKV)) {
         st = tern_cuda_matmul_norm(d->c, x, p->T, c->hidden, d->layers[l].attn_nw, c->rms_eps, d->layers[l].qkv,
                                    L->wq.dt, ld, qkv, ld, d->norm_tmp.d);
@@ -398,6 +428,13 @@ static tern_status cuda_attention(tern_model *m, tern_pass *p, int l, float *qkv
                                    c->qk_norm ? L->q_norm.dt : TERN_DT_F32, c->rms_eps, c->rope_dim, d->d_rope};
     const tern_cuda_attn_row *rows = d->d_rows + (size_t)l * d->nr;
     float scale = 1.0f / sqrtf((float)hd);
+    tern_status st = cuda_chain_flush(m);
+    if (st) return st;
+    if (d->pend_pro == l + 1 && !attn_fused(m, p) &&
+        (st = tern_cuda_qkv_rope_store(d->c, qkv, ld, p->T, c->n_heads, c->n_kv_heads, hd, c->rope_dim, pro.d_qnorm,
+                                       pro.d_knorm, pro.wdt, c->rms_eps, d->d_rope, rows, d->d_tok_row)))
+        return st;
+    d->pend_pro = 0;
     if (attn_tiled(m, p))
         return prof(d, PROF_ATTN,
                     tern_cuda_attention_tiled(d->c, rows, d->d_tok_row, p->T, d->max_len, c->n_heads, c->n_kv_heads, hd,
@@ -431,7 +468,9 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
     int n = p->n_out, H = c->hidden, V = c->vocab;
-    tern_status st = graph_finish(d);
+    tern_status st = d->gmode == G_REPLAY ? TERN_OK : cuda_chain_flush(m);
+    if (!st) st = graph_finish(d);
+    else cuda_graph_abandon(d);
     int want_lm = logits || p->sum;
     if (st) {
         /* nothing more is queued */
@@ -454,8 +493,10 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
         if (!st) st = tern_cuda_download_async(d->c, d->h_sum, d->sum_out.d, (size_t)n * sizeof *d->h_sum);
     }
     if (!st && logits) st = download_rows(d, logits, d->logits.d, n, V, p->need);
+    if (!st) st = cuda_chain_queue_check(m);
     st = prof(d, PROF_COPY, st);
     tern_status ss = tern_cuda_sync(d->c);
+    if (!st && !ss) st = cuda_chain_result(m);
     if (!st && !ss && d->prof && d->prof_n > 1) {
         for (int k = 1; k < d->prof_n; k++) {
             float ms = 0.0f;

@@ -158,6 +158,7 @@ void tern_backend_cuda_unload(tern_model *m)
                     k ? "decode" : "other", 1e3 * d->host_s[k] / d->passes[k], 1e3 * d->dev_s[k] / d->passes[k]);
     cuda_graph_abandon(d);
     for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
+    cuda_chain_free(d);
     tern_cuda_free(d->c, d->arena);
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);
@@ -251,7 +252,9 @@ tern_status tern_backend_cuda_load(tern_model *m)
             st = upload_f32(d, at, ws[k], c->hidden);
         }
     }
-    if (st || (st = cuda_dbuf_reserve(d->c, &d->norm_tmp, tern_cuda_norm_tmp_bytes(c->hidden), 0))) goto fail;
+    if (st || (st = cuda_dbuf_reserve(d->c, &d->norm_tmp, tern_cuda_norm_tmp_bytes(c->hidden), 0)) ||
+        (st = cuda_chain_setup(m)))
+        goto fail;
     const char *sm = getenv("TERN_CUDA_SUMMARY");
     m->bk = sm && !strcmp(sm, "0") ? &tern_backend_cuda_no_summary : &tern_backend_cuda;
     return tern_cuda_sync(d->c);

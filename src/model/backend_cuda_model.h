@@ -74,6 +74,16 @@ typedef struct {
     int prof, prof_n, prof_cls[4096];
     double prof_ms[2][PROF_CLASSES]; /* [0] other passes, [1] decode passes */
     long prof_passes[2];
+    /* Product chains (backend_cuda_chain.c): chain_ok when the model's
+     * one-token passes may take them (checked at load), chain_pass for the
+     * pass at hand; the products recorded since the last launch (pend), the
+     * chains launched in the pass (each its own sync words in chain_sync,
+     * whose last 256 bytes hold the error word), the layer + 1 whose
+     * attention prologue waits for the chain (0: none). */
+    int chain_ok, chain_pass, n_pend, n_chains, pend_pro;
+    tern_cuda_chain_prod pend[TERN_CUDA_CHAIN_MAX];
+    dbuf chain_sync;
+    unsigned *h_chain_err;  /* owned pinned word */
     int stats;
     double t_begin, host_s[2], dev_s[2];
     long passes[2];
@@ -89,6 +99,18 @@ static inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 tern_status cuda_dbuf_reserve(tern_cuda *c, dbuf *b, size_t bytes, int zero);
 /* Ends a capture an earlier pass left open (an op failed in it). */
 void cuda_graph_abandon(cuda_model *d);
+/* Product chains (backend_cuda_chain.c): setup at load (chain_ok and its
+ * buffers), free at unload; begin at each pass; add records a product
+ * (launching the pending chain first when it is full); flush launches
+ * what is pending; queue_check queues the copy of the error word after a
+ * pass's kernels and result reads it after the sync. */
+tern_status cuda_chain_setup(tern_model *m);
+void cuda_chain_free(cuda_model *d);
+void cuda_chain_begin(tern_model *m, const tern_pass *p);
+tern_status cuda_chain_add(tern_model *m, const tern_cuda_chain_prod *pr);
+tern_status cuda_chain_flush(tern_model *m);
+tern_status cuda_chain_queue_check(tern_model *m);
+tern_status cuda_chain_result(tern_model *m);
 /* tern_backend_cuda without sampling summaries (TERN_CUDA_SUMMARY=0):
  * every logit comes back and the host samples, to compare. */
 extern const tern_backend_vt tern_backend_cuda_no_summary;

@@ -59,6 +59,10 @@ int ops_graph(ops_queue_fn queue, void *ctx, int replays, int rounds, float *bes
  * stamp of slot over the first n blocks. */
 int ops_tl_slot(const unsigned long long *st, int n, int slot, unsigned long long t0, int flags, double *out);
 unsigned long long ops_tl_last(const unsigned long long *st, int n, int slot);
+/* ops_chain.c: the one-row product chain against the one-product kernels
+ * (checked), and its decode layer timed against them (--chain). */
+void ops_chain(void);
+void ops_time_chain_kernel(void);
 /* ops_floor.c: one-row products' cost apart from their bytes (--floor). */
 void ops_floor(void);
 /* ops_attn_timeline.c: the attention's chain block by block (--attn-timeline). */

@@ -168,6 +168,7 @@ int main(int argc, char **argv)
     } else if (atl) {
         ops_attn_timeline();
     } else if (chain) {
+        ops_time_chain_kernel();
         ops_time_pair();
         ops_time_chains();
     } else if (timing) {
@@ -178,6 +179,7 @@ int main(int argc, char **argv)
         ops_attention();
         ops_fused();
         ops_pair();
+        ops_chain();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
     }

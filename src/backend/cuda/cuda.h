@@ -320,6 +320,54 @@ tern_status tern_cuda_summary(tern_cuda *c, const float *d_logits, long ld, int 
 size_t tern_cuda_summary_tmp_bytes(int n, int V);
 size_t tern_cuda_summary_count_bytes(int n);
 
+/* ---- the one-row product chain (chain.cu) ------------------------------- */
+
+/* The products a decode step at batch 1 runs between two attentions, in
+ * one persistent kernel: one block a multiprocessor streams its share of
+ * every product's weights into a ring of shared-memory slots by the copy
+ * engine while its consumer warps wait for the previous product's output
+ * (every block's count in d_sync), so the weight stream need not stop at a
+ * product's start or end. Each output has the bits of the one-row product
+ * (tern_cuda_matmul, _matmul_norm, _gate_up_norm at M = 1 with float32
+ * activations, BF16 weights), so those of any M. The first product's x is
+ * the previous kernel's output (the kernel waits for it); product i > 0
+ * reads the output of i - 1, or of any earlier product.
+ *   STORE: y = rmsnorm(x) . w^T (d_nw folds the norm, NULL: x . w^T);
+ *   ADD:   y += that (the residual add);
+ *   SWIGLU: y = silu(x . w^T) * (x . wu^T) over w, wu [N, K] (N a multiple
+ *          of 4), the norm folded as above.
+ * d_sync: tern_cuda_chain_sync_bytes of zeroed words for this launch alone
+ * among launches that may run at once (each launch leaves them zeroed);
+ * d_err: one word, set to 1 when a block waited 2 s for the others (the
+ * outputs are then wrong; never cleared by the kernel). Every pointer is
+ * borrowed device memory. */
+enum { TERN_CUDA_CHAIN_MAX = 4 };
+enum { TERN_CUDA_CH_STORE = 0, TERN_CUDA_CH_ADD = 1, TERN_CUDA_CH_SWIGLU = 2 };
+typedef struct {
+    const float *d_x;     /* [K] */
+    const float *d_nw;    /* the folded RMSNorm's weight as float32 [K], or NULL */
+    float eps;
+    const void *d_w;      /* [N, K] BF16 (SWIGLU: the gate) */
+    const void *d_wu;     /* SWIGLU: the up weight [N, K] BF16, else NULL */
+    int K, N;
+    float *d_y;           /* [N] */
+    int mode;             /* TERN_CUDA_CH_* */
+} tern_cuda_chain_prod;
+/* 1 when products of width K can be in a chain on c (K a multiple of 32;
+ * TERN_CUDA_CHAIN_RING=0 at open turns the chain off). */
+int tern_cuda_chain_takes(const tern_cuda *c, int K);
+/* 1 when BF16 products of width K run on the tensor cores (mma.cuh), the
+ * arithmetic the chain shares. */
+int tern_cuda_mma_bf16(const tern_cuda *c, int K);
+/* The chain's most ring slots (0: no chain); returns the previous value. */
+int tern_cuda_set_chain_ring(tern_cuda *c, int ring);
+/* Its consumer groups a block (1 or 2: two tiles at a time, the same
+ * bits); returns the previous value. */
+int tern_cuda_set_chain_groups(tern_cuda *c, int groups);
+tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod *prods, int n, unsigned *d_sync,
+                            unsigned *d_err);
+size_t tern_cuda_chain_sync_bytes(void);
+
 /* ---- test data and bandwidth -------------------------------------------- */
 
 /* Fills n elements of dtype dt (F32/F16/BF16) with uniform values in

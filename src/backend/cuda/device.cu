@@ -70,6 +70,16 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
     c->wgmma = wg ? atoi(wg) : 1;
+    /* The one-row product chain (chain.cu): ring slots of 8.5 KiB, up to
+     * a shared-memory budget that leaves room for an attention block beside
+     * it (whose keys it streams while the chain's producer runs ahead). */
+    const char *cr = getenv("TERN_CUDA_CHAIN_RING"), *cg = getenv("TERN_CUDA_CHAIN_GROUPS");
+    const char *cs = getenv("TERN_CUDA_CHAIN_SMEM"), *ct = getenv("TERN_CUDA_CHAIN_TRIG");
+    c->chain_ring = cr ? atoi(cr) : 15;
+    c->chain_groups = cg && atoi(cg) == 2 ? 2 : 1;
+    c->chain_smem = cs ? atoi(cs) * 1024 : 180 * 1024;
+    if (c->chain_smem > 227 * 1024) c->chain_smem = 227 * 1024;
+    c->chain_trig = ct ? atoi(ct) : 1;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -344,4 +354,18 @@ extern "C" tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern
     long b = (n + 255) / 256;
     fill_random_kernel<<<(unsigned)(b > 65536 ? 65536 : b), 256, 0, c->stream>>>(d, n, dt, seed, scale);
     return launched("fill_random");
+}
+
+extern "C" int tern_cuda_set_chain_ring(tern_cuda *c, int ring)
+{
+    int was = c->chain_ring;
+    c->chain_ring = ring < 0 ? 0 : ring;
+    return was;
+}
+
+extern "C" int tern_cuda_set_chain_groups(tern_cuda *c, int groups)
+{
+    int was = c->chain_groups;
+    c->chain_groups = groups == 2 ? 2 : 1;
+    return was;
 }

@@ -1,0 +1,386 @@
+/* The one-row product chain (tern_cuda_chain): the products a decode step
+ * at batch 1 runs between two attentions (o + residual, gate/up with the
+ * norm folded, down + residual, the next layer's q/k/v with its norm
+ * folded) in one persistent kernel, each output bit for bit as the one-row
+ * kernel (mma_skinny.cu) writes it.
+ *
+ * Why: one kernel a product stops the weight stream at every product's
+ * start (the wait, x, the first bytes in flight: about 3 us) and at its
+ * end (the tail), 144 times a token at the Qwen3-8B shape. Here each
+ * multiprocessor holds one block. Its producer warp streams the block's
+ * share of every product's weights, product after product, into a ring of
+ * shared-memory slots by the copy engine (cp.async.bulk: a chunk of 16
+ * blocks of 32 elements of each of a tile's 8 weight rows a slot), waiting
+ * for nothing but a free slot. Its consumer warps take the slots in the
+ * same order. A product's x is the previous product's output (every
+ * block's tiles): a block counts each finished product in global memory
+ * and waits for every block's count before it reads the next product's x,
+ * while its producer keeps filling the ring, so the stream runs on through
+ * the dependency for as long as the ring has room.
+ *
+ * Arithmetic (mma.cuh): tile i of a product (8 output rows) belongs to
+ * block (tile0 + i) mod G; a group of eight consumer warps takes it, warp
+ * q part q of K's blocks, in order, two m16n8k16 steps a block (hi, then
+ * lo), with x (times the folded norm's weight) split into hi / lo once per
+ * product into shared memory and the norm's sum of squares formed in the
+ * one-row kernel's order; the parts' partials meet in shared memory and
+ * are folded in part order; then sk_one_kernel's epilogue (norm scale,
+ * residual add, SwiGLU over interleaved gate / up rows). Which slot, block
+ * or warp group holds a chunk changes no operand of any step, so every
+ * output has the bits of tern_cuda_matmul / _matmul_norm / _gate_up_norm
+ * for its row at any M.
+ *
+ * All G blocks must be resident at once (a block waits for the others'
+ * counts): G is the multiprocessor count and a block takes most of one's
+ * shared memory. A wait that lasts 2 s sets *err and gives up (the outputs
+ * are then wrong, and the caller reports the error) rather than hang. */
+#include "backend/cuda/async.cuh"
+#include "backend/cuda/mma.cuh"
+
+enum {
+    CH_CHUNK = 16,                  /* 32-element blocks of a chunk */
+    CH_ROWB = CH_CHUNK * 64 + 64,   /* bytes of a slot's row (padded: the rows of a quarter warp's reads in distinct banks) */
+    CH_SLOT = 8 * CH_ROWB,
+    CH_GROUP = 32 * MMA_PARTS,      /* threads of a consumer group */
+    CH_FIN = TERN_CUDA_CHAIN_MAX,   /* the sync words: a count per product, then the finished blocks */
+    CH_BAR_ALL = 1,                 /* named barriers: every consumer; group g: CH_BAR_GROUP + g */
+    CH_BAR_GROUP = 2,
+};
+
+struct ch_prod {
+    const float *x, *nw;      /* x [K] (written by an earlier product or kernel); nw: the folded norm's weight or NULL */
+    const uint16_t *w0, *w1;  /* [N, K] bf16; SwiGLU: gate and up [F, K] */
+    float *y;
+    float eps;
+    int K, N, mode, tiles, tile0;
+};
+
+struct ch_args {
+    ch_prod p[TERN_CUDA_CHAIN_MAX];
+    int n, ring, pmax, first_waits, trig;
+    unsigned *sync, *err;
+};
+
+static __device__ __forceinline__ void ch_bar(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+static __device__ __forceinline__ unsigned ch_ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* count bytes of global memory at src into shared dst, counted on bar. */
+static __device__ __forceinline__ void ch_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+/* Eight floats of x that other blocks of this kernel wrote (through L2). */
+static __device__ __forceinline__ void ch_x8(const float *p, float v[8])
+{
+    float4 a = __ldcg(reinterpret_cast<const float4 *>(p)), b = __ldcg(reinterpret_cast<const float4 *>(p) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+/* Until *c counts every block (or *err is set, or 2 s pass: then *err). */
+static __device__ void ch_wait_count(const unsigned *c, unsigned target, unsigned *err)
+{
+    unsigned long long t0 = dev_clock_ns();
+    while (ch_ld_acquire(c) < target) {
+        if (*(volatile unsigned *)err) return;
+        if (dev_clock_ns() - t0 > 2000000000ull) {
+            atomicExch(err, 1u);
+            return;
+        }
+    }
+}
+
+/* Until the barrier's phase of this parity has completed, or 2 s have
+ * passed (then *err): no wait of the chain can hang the device. */
+static __device__ __forceinline__ void ch_mb_wait(uint64_t *bar, unsigned parity, unsigned *err)
+{
+    uint32_t done = 0, a = smem_u32(bar);
+    unsigned long long t0 = 0;
+    for (;;) {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+        if (done) return;
+        unsigned long long now = dev_clock_ns();
+        if (!t0) t0 = now;
+        else if (now - t0 > 2000000000ull) {
+            atomicExch(err, 1u);
+            return;
+        }
+    }
+}
+
+/* The chunks of a tile in the order the producer fills them: for j = 0, 1,
+ * ..., part q's chunk j for q = 0..7 (parts whose j-th chunk exists), so
+ * that the eight warps' data arrive together. fn(q, kb_rel, nblk): part
+ * q's blocks kb_rel .. kb_rel + nblk - 1, counted from the part's start. */
+template <class FN>
+static __device__ __forceinline__ void ch_chunks(int nb, FN fn)
+{
+    int maxlen = (nb + MMA_PARTS - 1) / MMA_PARTS;
+    for (int j = 0; j * CH_CHUNK < maxlen; j++)
+        for (int q = 0; q < MMA_PARTS; q++) {
+            int len = mma_part(nb, q + 1) - mma_part(nb, q), kr = j * CH_CHUNK;
+            if (kr < len) fn(q, kr, len - kr < CH_CHUNK ? len - kr : CH_CHUNK);
+        }
+}
+
+/* Weight row r (0..7) of tile i: rows past N read the last one (never
+ * written); SwiGLU: gate rows 4i..4i+3, then the same up rows. */
+static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i, int r)
+{
+    if (p.mode == TERN_CUDA_CH_SWIGLU) return (r < 4 ? p.w0 : p.w1) + (size_t)(4 * i + (r & 3)) * p.K;
+    int n = 8 * i + r < p.N ? 8 * i + r : p.N - 1;
+    return p.w0 + (size_t)n * p.K;
+}
+
+template <int NG>
+__global__ void __launch_bounds__(CH_GROUP *NG + 32, 1) chain_kernel(const __grid_constant__ ch_args a)
+{
+    extern __shared__ __align__(128) unsigned char ch_buf[];
+    const int R = a.ring, G = gridDim.x, b = blockIdx.x;
+    unsigned char *ring = ch_buf;
+    uint4 *sx = reinterpret_cast<uint4 *>(ring + (size_t)R * CH_SLOT); /* [part][block][lane t][hi, lo] */
+    uint64_t *full = reinterpret_cast<uint64_t *>(sx + (size_t)a.pmax * MMA_PARTS * 8);
+    uint64_t *empty = full + R;
+    float *part = reinterpret_cast<float *>(empty + R); /* [group][2][part][8] */
+    float *ssq = part + NG * 2 * MMA_PARTS * 8;          /* [part] */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    if (a.trig) {
+#if __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    }
+    if (tid == 0) {
+        for (int s = 0; s < R; s++) {
+            mb_init(&full[s], 1);
+            mb_init(&empty[s], 1);
+        }
+        mb_init_fence();
+    }
+    __syncthreads();
+    if (warp == NG * MMA_PARTS) {
+        /* The producer: every chunk of every tile of this block, in order.
+         * Weights are never written by a kernel, so this runs from the
+         * start, before the previous kernel has finished. */
+        int slot = 0;
+        unsigned phase = 0;
+        for (int pi = 0; pi < a.n; pi++) {
+            const ch_prod &p = a.p[pi];
+            int nb = p.K / MMA_KB;
+            for (int i = (b - p.tile0 % G + G) % G; i < p.tiles; i += G) {
+                const uint16_t *row = lane < 8 ? ch_row(p, i, lane) : NULL;
+                ch_chunks(nb, [&](int q, int kr, int nblk) {
+                    ch_mb_wait(&empty[slot], phase ^ 1, a.err);
+                    if (lane == 0) mb_expect(&full[slot], 8u * nblk * 64);
+                    __syncwarp();
+                    if (lane < 8)
+                        ch_bulk(ring + (size_t)slot * CH_SLOT + lane * CH_ROWB,
+                                row + (size_t)(mma_part(nb, q) + kr) * MMA_KB, nblk * 64u, &full[slot]);
+                    if (++slot == R) slot = 0, phase ^= 1;
+                });
+            }
+        }
+        return;
+    }
+    /* A consumer: group grp, warp q (the part of K), lane (g, t). */
+    const int grp = warp / MMA_PARTS, q = warp % MMA_PARTS, g = lane >> 2, t = lane & 3;
+    const int NC = CH_GROUP * NG;
+    int slot = 0, mine = 0; /* mine: the block's tiles so far (group mine % NG takes a tile) */
+    unsigned phase = 0;
+    for (int pi = 0; pi < a.n; pi++) {
+        const ch_prod &p = a.p[pi];
+        const int nb = p.K / MMA_KB, first = (b - p.tile0 % G + G) % G;
+        const bool has = first < p.tiles;
+        /* The product's x: the previous product's output (every block's
+         * count), or the previous kernel's (its completion). */
+        ch_bar(CH_BAR_ALL, NC);
+        if (tid == 0 && pi > 0) {
+            __threadfence();
+            atomicAdd(&a.sync[pi - 1], 1u);
+            if (has) ch_wait_count(&a.sync[pi - 1], (unsigned)G, a.err);
+            __threadfence();
+        }
+        if (pi == 0 && a.first_waits) wait_prior_grid();
+        ch_bar(CH_BAR_ALL, NC);
+        if (has && grp == 0) {
+            /* Part q of x (times the norm weight) into hi / lo, lane (g, t)
+             * blocks g, g + 8, ... of the part; the norm's sum of squares by
+             * lane t of row 0 over the part's blocks in order (the one-row
+             * kernel's order). */
+            const int kb0 = mma_part(nb, q), len = mma_part(nb, q + 1) - kb0;
+            for (int kr = g; kr < len; kr += 8) {
+                int k = (kb0 + kr) * MMA_KB + 8 * t;
+                float v[8];
+                ch_x8(p.x + k, v);
+                if (p.nw) {
+                    float nv[8];
+                    mma_load8(p.nw + k, nv);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], nv[e]);
+                }
+                uint32_t h[4], l[4];
+                mma_split8<true>(v, h, l);
+                uint4 *d = sx + (((size_t)q * a.pmax + kr) * 4 + t) * 2;
+                d[0] = make_uint4(h[0], h[1], h[2], h[3]);
+                d[1] = make_uint4(l[0], l[1], l[2], l[3]);
+            }
+            float ss = 0.0f;
+            if (p.nw && g == 0) {
+                for (int kr = 0; kr < len; kr++) {
+                    float v[8];
+                    ch_x8(p.x + (kb0 + kr) * MMA_KB + 8 * t, v);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) ss = fmaf(v[e], v[e], ss);
+                }
+            }
+            float sq = mma_sum4(ss);
+            if (lane == 0) ssq[q] = sq;
+        }
+        ch_bar(CH_BAR_ALL, NC);
+        for (int i = first; i < p.tiles; i += G, mine++) {
+            const bool ours = mine % NG == grp;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            ch_chunks(nb, [&](int cq, int kr, int nblk) {
+                if (ours && cq == q) {
+                    ch_mb_wait(&full[slot], phase, a.err);
+                    const unsigned char *w = ring + (size_t)slot * CH_SLOT + g * CH_ROWB + 16 * t;
+                    const uint4 *xs = sx + (((size_t)q * a.pmax + kr) * 4 + t) * 2;
+#pragma unroll 4
+                    for (int u = 0; u < nblk; u++) {
+                        uint4 bv = *reinterpret_cast<const uint4 *>(w + u * 64);
+                        uint32_t ah[2][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}},
+                                 al[2][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
+                        if (g == 0) {
+                            uint4 hv = xs[u * 8], lv = xs[u * 8 + 1];
+                            ah[0][0] = hv.x, ah[0][1] = hv.y, ah[0][2] = hv.z, ah[0][3] = hv.w;
+                            al[0][0] = lv.x, al[0][1] = lv.y, al[0][2] = lv.z, al[0][3] = lv.w;
+                        }
+                        const uint32_t bw[4] = {bv.x, bv.y, bv.z, bv.w};
+                        mma_block<true>(acc, ah, al, bw);
+                    }
+                    __syncwarp();
+                    if (lane == 0) mb_arrive(&empty[slot]);
+                }
+                if (++slot == R) slot = 0, phase ^= 1;
+            });
+            if (!ours) continue;
+            float *pp = part + (grp * 2 + ((mine / NG) & 1)) * MMA_PARTS * 8;
+            if (g == 0) {
+                pp[q * 8 + 2 * t] = acc[0];
+                pp[q * 8 + 2 * t + 1] = acc[1];
+            }
+            ch_bar(CH_BAR_GROUP + grp, CH_GROUP);
+            if (q == 0) {
+                /* sk_one_kernel's epilogue for the tile's columns */
+                float inv = p.nw ? rms_inv(mma_fold(ssq, 1), p.K, p.eps) : 1.0f;
+                if (p.mode == TERN_CUDA_CH_SWIGLU) {
+                    if (lane < 4) {
+                        float vg = mma_fold(pp + lane, 8), vu = mma_fold(pp + lane + 4, 8);
+                        if (p.nw) vg = __fmul_rn(vg, inv), vu = __fmul_rn(vu, inv);
+                        p.y[4 * i + lane] = silu_mul(vg, vu);
+                    }
+                } else if (lane < 8 && 8 * i + lane < p.N) {
+                    int n = 8 * i + lane;
+                    float v = mma_fold(pp + lane, 8);
+                    if (p.nw) v = __fmul_rn(v, inv);
+                    p.y[n] = p.mode == TERN_CUDA_CH_ADD ? __fadd_rn(__ldcg(p.y + n), v) : v;
+                }
+            }
+        }
+    }
+    /* The last block to finish resets the counts for the next launch (every
+     * block has passed its waits by then). */
+    ch_bar(CH_BAR_ALL, NC);
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(&a.sync[CH_FIN], 1u) == (unsigned)G - 1) {
+            for (int k = 0; k < CH_FIN; k++) a.sync[k] = 0;
+            a.sync[CH_FIN] = 0;
+            __threadfence();
+        }
+    }
+}
+
+/* Shared memory of a launch with R slots and parts of up to pmax blocks. */
+static size_t ch_smem(int ng, int R, int pmax)
+{
+    return (size_t)R * CH_SLOT + (size_t)pmax * MMA_PARTS * 8 * sizeof(uint4) + 2 * (size_t)R * sizeof(uint64_t) +
+           (size_t)ng * 2 * MMA_PARTS * 8 * sizeof(float) + MMA_PARTS * sizeof(float);
+}
+
+static int ch_pmax(int K) { return (K / MMA_KB + MMA_PARTS - 1) / MMA_PARTS; }
+
+extern "C" size_t tern_cuda_chain_sync_bytes(void) { return 128; }
+
+extern "C" int tern_cuda_chain_takes(const tern_cuda *c, int K)
+{
+    return c->chain_ring >= 2 && K >= MMA_KB && K % MMA_KB == 0 && ch_smem(c->chain_groups, 2, ch_pmax(K)) <= 200 * 1024;
+}
+
+template <int NG>
+static tern_status ch_launch(tern_cuda *c, const ch_args &a, size_t smem)
+{
+    static int ready;
+    auto kern = chain_kernel<NG>;
+    tern_status st = smem_limit_once((const void *)kern, 227 * 1024, &ready, "chain smem");
+    if (st) return st;
+    int nb = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, CH_GROUP * NG + 32, smem) != cudaSuccess || nb < 1) {
+        cudaGetLastError();
+        return tern_error(TERN_E_UNSUPPORTED, "cuda chain: a block of %zu bytes of shared memory does not fit", smem);
+    }
+    return launch(c, "chain", kern, dim3(c->sms), dim3(CH_GROUP * NG + 32), smem, a);
+}
+
+extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod *ps, int n, unsigned *d_sync,
+                                       unsigned *d_err)
+{
+    if (n < 1 || n > TERN_CUDA_CHAIN_MAX || !d_sync || !d_err)
+        return tern_error(TERN_E_INVALID, "cuda chain: %d products (1..%d), sync %p, err %p", n,
+                          (int)TERN_CUDA_CHAIN_MAX, (void *)d_sync, (void *)d_err);
+    ch_args a = {};
+    int pmax = 1;
+    long tiles = 0;
+    for (int i = 0; i < n; i++) {
+        const tern_cuda_chain_prod *s = &ps[i];
+        bool sw = s->mode == TERN_CUDA_CH_SWIGLU;
+        if (!tern_cuda_chain_takes(c, s->K) || s->N <= 0 || !s->d_x || !s->d_w || !s->d_y ||
+            (s->mode != TERN_CUDA_CH_STORE && s->mode != TERN_CUDA_CH_ADD && !sw) || (sw && (!s->d_wu || s->N % 4)))
+            return tern_error(TERN_E_INVALID, "cuda chain: product %d (K %d, N %d, mode %d) is not one it takes", i,
+                              s->K, s->N, s->mode);
+        ch_prod &p = a.p[i];
+        p.x = s->d_x, p.nw = s->d_nw, p.eps = s->eps;
+        p.w0 = (const uint16_t *)s->d_w, p.w1 = (const uint16_t *)s->d_wu;
+        p.y = s->d_y, p.K = s->K, p.N = s->N, p.mode = s->mode;
+        p.tiles = sw ? s->N / 4 : (s->N + 7) / 8;
+        /* the tiles of the products dealt on from block to block, so that
+         * every block streams about the same bytes over the chain */
+        p.tile0 = (int)(tiles % c->sms);
+        tiles += p.tiles;
+        if (ch_pmax(s->K) > pmax) pmax = ch_pmax(s->K);
+    }
+    int ng = c->chain_groups;
+    size_t fixed = ch_smem(ng, 0, pmax);
+    int R = c->chain_ring;
+    while (R > 2 && fixed + (size_t)R * (CH_SLOT + 16) > (size_t)c->chain_smem) R--;
+    a.n = n, a.ring = R, a.pmax = pmax, a.first_waits = 1, a.trig = c->chain_trig;
+    a.sync = d_sync, a.err = d_err;
+    size_t smem = ch_smem(ng, R, pmax);
+    return ng == 2 ? ch_launch<2>(c, a, smem) : ch_launch<1>(c, a, smem);
+}

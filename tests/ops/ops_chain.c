@@ -1,0 +1,263 @@
+/* The one-row product chain (tern_cuda_chain) against the one-product
+ * kernels, bit for bit: a decode layer's o + residual, gate/up with the
+ * norm folded, down + residual and the next q/k/v with its norm folded, at
+ * the Qwen3-8B shape and at shapes whose parts of K are uneven or empty,
+ * whose widths are no multiple of 8, and chains of fewer products; run
+ * eagerly, twice in a row and as a captured graph replayed (the sync words
+ * left at zero by each launch). `ops_test --chain` also times it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_harness.h"
+
+typedef struct {
+    int D, F, Q; /* hidden, FFN, q/k/v width; o takes K = D */
+    void *wo, *wg, *wu, *wd, *wqkv;
+    float *nw1, *nw2;
+    float *att, *h, *g, *qkv; /* the chain's buffers */
+    float *h0;                /* the residual's starting value */
+    unsigned *sync, *err;
+} ch_case;
+
+static void case_make(ch_case *c, int D, int F, int Q, unsigned seed)
+{
+    memset(c, 0, sizeof *c);
+    c->D = D, c->F = F, c->Q = Q;
+    c->wo = ops_dev_random((long)D * D, TERN_DT_BF16, seed + 1, 0.05f);
+    c->wg = ops_dev_random((long)F * D, TERN_DT_BF16, seed + 2, 0.05f);
+    c->wu = ops_dev_random((long)F * D, TERN_DT_BF16, seed + 3, 0.05f);
+    c->wd = ops_dev_random((long)D * F, TERN_DT_BF16, seed + 4, 0.05f);
+    c->wqkv = ops_dev_random((long)Q * D, TERN_DT_BF16, seed + 5, 0.05f);
+    c->nw1 = ops_dev_random(D, TERN_DT_F32, seed + 6, 1.0f);
+    c->nw2 = ops_dev_random(D, TERN_DT_F32, seed + 7, 1.0f);
+    c->att = ops_dev_random(D, TERN_DT_F32, seed + 8, 1.0f);
+    c->h0 = ops_dev_random(D, TERN_DT_F32, seed + 9, 1.0f);
+    c->h = ops_dev_zero((size_t)D * 4);
+    c->g = ops_dev_zero((size_t)F * 4);
+    c->qkv = ops_dev_zero((size_t)Q * 4);
+    c->sync = ops_dev_zero(tern_cuda_chain_sync_bytes());
+    c->err = ops_dev_zero(4);
+}
+
+static void case_free(ch_case *c)
+{
+    void *p[] = {c->wo, c->wg, c->wu, c->wd, c->wqkv, c->nw1, c->nw2, c->att, c->h, c->g, c->qkv, c->h0, c->sync, c->err};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) tern_cuda_free(ops_cuda, p[i]);
+}
+
+/* The chain's products (first n of o, gate/up, down, q/k/v; nonorm: the
+ * gate/up and q/k/v without their folded norms). */
+static int case_prods(const ch_case *c, int nonorm, tern_cuda_chain_prod *p)
+{
+    p[0] = (tern_cuda_chain_prod){c->att, NULL, 0, c->wo, NULL, c->D, c->D, c->h, TERN_CUDA_CH_ADD};
+    p[1] = (tern_cuda_chain_prod){c->h, nonorm ? NULL : c->nw1, 1e-6f, c->wg, c->wu, c->D, c->F, c->g,
+                                  TERN_CUDA_CH_SWIGLU};
+    p[2] = (tern_cuda_chain_prod){c->g, NULL, 0, c->wd, NULL, c->F, c->D, c->h, TERN_CUDA_CH_ADD};
+    p[3] = (tern_cuda_chain_prod){c->h, nonorm ? NULL : c->nw2, 1e-6f, c->wqkv, NULL, c->D, c->Q, c->qkv,
+                                  TERN_CUDA_CH_STORE};
+    return 4;
+}
+
+/* The same products one kernel each (the one-row path). */
+static tern_status case_ref(const ch_case *c, int n, int nonorm, float *ntmp)
+{
+    tern_status st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, c->att, 1, c->D, c->wo,
+                                      TERN_DT_BF16, c->D, c->h, c->D, 1, NULL);
+    if (!st && n > 1)
+        st = nonorm ? tern_cuda_gate_up(ops_cuda, TERN_CUDA_ACT_F32, c->h, 1, c->D, c->wg, c->wu, TERN_DT_BF16, c->F, c->g)
+                    : tern_cuda_gate_up_norm(ops_cuda, c->h, 1, c->D, c->nw1, 1e-6f, c->wg, c->wu, TERN_DT_BF16, c->F,
+                                             c->g, ntmp);
+    if (!st && n > 2)
+        st = tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, c->g, 1, c->F, c->wd, TERN_DT_BF16, c->D,
+                              c->h, c->D, 1, NULL);
+    if (!st && n > 3)
+        st = nonorm ? tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, c->h, 1, c->D, c->wqkv,
+                                       TERN_DT_BF16, c->Q, c->qkv, c->Q, 0, NULL)
+                    : tern_cuda_matmul_norm(ops_cuda, c->h, 1, c->D, c->nw2, 1e-6f, c->wqkv, TERN_DT_BF16, c->Q,
+                                            c->qkv, c->Q, ntmp);
+    return st;
+}
+
+/* Resets the buffers to the case's starting values. */
+static int case_reset(const ch_case *c)
+{
+    return ops_ok(tern_cuda_copy(ops_cuda, c->h, c->h0, (size_t)c->D * 4), "chain: reset h") &&
+           ops_ok(tern_cuda_memset(ops_cuda, c->g, 0, (size_t)c->F * 4), "chain: reset g") &&
+           ops_ok(tern_cuda_memset(ops_cuda, c->qkv, 0, (size_t)c->Q * 4), "chain: reset qkv");
+}
+
+typedef struct {
+    float *h, *g, *qkv;
+} ch_out;
+
+static void out_get(const ch_case *c, ch_out *o)
+{
+    o->h = malloc((size_t)c->D * 4), o->g = malloc((size_t)c->F * 4), o->qkv = malloc((size_t)c->Q * 4);
+    ops_ok(tern_cuda_sync(ops_cuda), "chain: sync");
+    ops_get(o->h, c->h, (size_t)c->D * 4);
+    ops_get(o->g, c->g, (size_t)c->F * 4);
+    ops_get(o->qkv, c->qkv, (size_t)c->Q * 4);
+}
+
+static void out_free(ch_out *o)
+{
+    free(o->h), free(o->g), free(o->qkv);
+}
+
+typedef struct {
+    const ch_case *c;
+    tern_cuda_chain_prod *p;
+    int n;
+} ch_queue;
+
+static tern_status queue_chain(void *ctx)
+{
+    ch_queue *q = ctx;
+    tern_status st = TERN_OK;
+    /* the reset inside the graph too, so that every replay starts alike */
+    if (!st) st = tern_cuda_copy(ops_cuda, q->c->h, q->c->h0, (size_t)q->c->D * 4);
+    if (!st) st = tern_cuda_chain(ops_cuda, q->p, q->n, q->c->sync, q->c->err);
+    return st;
+}
+
+static void check_case(int D, int F, int Q, int n, int nonorm, unsigned seed)
+{
+    ch_case c;
+    case_make(&c, D, F, Q, seed);
+    float *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(F > D ? F : D));
+    char name[160];
+    snprintf(name, sizeof name, "chain D=%d F=%d Q=%d, %d products%s", D, F, Q, n, nonorm ? ", no norms" : "");
+    tern_cuda_chain_prod p[4];
+    case_prods(&c, nonorm, p);
+    ch_out ref, got;
+    case_reset(&c);
+    ops_ok(case_ref(&c, n, nonorm, ntmp), name);
+    out_get(&c, &ref);
+    char what[200];
+    for (int run = 0; run < 3; run++) {
+        /* 0: one launch; 1: a second launch right after the first (the
+         * counts left at zero), on buffers reset in between; 2: a graph of
+         * the reset and the chain replayed three times */
+        case_reset(&c);
+        if (run < 2) {
+            if (run == 1) {
+                ops_ok(tern_cuda_chain(ops_cuda, p, n, c.sync, c.err), name);
+                case_reset(&c);
+            }
+            ops_ok(tern_cuda_chain(ops_cuda, p, n, c.sync, c.err), name);
+        } else {
+            ch_queue qu = {&c, p, n};
+            ops_graph(queue_chain, &qu, 3, 0, NULL);
+        }
+        out_get(&c, &got);
+        static const char *const how[3] = {"", ", twice", ", graph x3"};
+        snprintf(what, sizeof what, "%s%s: residual", name, how[run]);
+        ops_same(what, got.h, ref.h, D);
+        if (n > 1) {
+            snprintf(what, sizeof what, "%s%s: gate/up", name, how[run]);
+            ops_same(what, got.g, ref.g, F);
+        }
+        if (n > 3) {
+            snprintf(what, sizeof what, "%s%s: q/k/v", name, how[run]);
+            ops_same(what, got.qkv, ref.qkv, Q);
+        }
+        out_free(&got);
+    }
+    unsigned sync[32], err = 0;
+    ops_get(sync, c.sync, sizeof sync);
+    ops_get(&err, c.err, 4);
+    int zero = 1;
+    for (int i = 0; i < 32; i++) zero &= sync[i] == 0;
+    snprintf(what, sizeof what, "%s: sync words left at zero, no error", name);
+    if (zero && !err) {
+        ops_pass++;
+        printf("PASS %s\n", what);
+    } else {
+        ops_fail++;
+        printf("FAIL %s (err %u, sync %u %u %u %u %u)\n", what, err, sync[0], sync[1], sync[2], sync[3], sync[4]);
+    }
+    out_free(&ref);
+    tern_cuda_free(ops_cuda, ntmp);
+    case_free(&c);
+}
+
+void ops_chain(void)
+{
+    if (!tern_cuda_chain_takes(ops_cuda, 64)) {
+        printf("chain: off (TERN_CUDA_CHAIN_RING=0)\n");
+        return;
+    }
+    check_case(4096, 12288, 6144, 4, 0, 700); /* the Qwen3-8B decode layer */
+    check_case(64, 128, 192, 4, 0, 710);      /* K of 2 blocks: six of eight parts empty */
+    check_case(288, 2080, 100, 4, 0, 720);    /* 9 and 65 blocks: uneven parts; q/k/v's last tile past N */
+    check_case(96, 4128, 36, 4, 1, 730);      /* no norms; 3 blocks (five parts empty); N = 36 */
+    check_case(2048, 8192, 2560, 1, 0, 740);  /* one product */
+    check_case(2048, 8192, 2560, 2, 0, 750);  /* two */
+    check_case(2560, 9728, 4096, 4, 0, 760);  /* parts of 10 blocks (o), 38 (down): partial chunks */
+    /* the smallest ring, and two consumer groups a block */
+    int was = tern_cuda_set_chain_ring(ops_cuda, 2);
+    check_case(288, 2080, 100, 4, 0, 770);
+    tern_cuda_set_chain_ring(ops_cuda, was);
+    int gw = tern_cuda_set_chain_groups(ops_cuda, 2);
+    check_case(4096, 12288, 6144, 4, 0, 780);
+    check_case(96, 4128, 36, 4, 1, 790);
+    tern_cuda_set_chain_groups(ops_cuda, gw);
+}
+
+/* ops_test --chain: the decode layer's four products as one chain against
+ * the four kernels, over layer copies larger than the L2, each in a graph
+ * of six layers (o, gate/up, down, then the next layer's q/k/v). */
+typedef struct {
+    ops_layers *ly;
+    int chain;
+    unsigned *sync, *err;
+    float *att;
+} lay_queue;
+
+static tern_status queue_layers(void *ctx)
+{
+    lay_queue *q = ctx;
+    ops_layers *s = q->ly;
+    tern_status st = TERN_OK;
+    for (int l = 0; l < OPS_LAYERS && !st; l++) {
+        int nl = (l + 1) % OPS_LAYERS;
+        if (!q->chain) {
+            st = ops_layer_run(s, l, 2 | 4 | 8);
+            if (!st) st = ops_layer_run(s, nl, 1);
+            continue;
+        }
+        tern_cuda_chain_prod p[4] = {
+            {s->qkv, NULL, 0, s->wo[l], NULL, OPS_D, OPS_D, s->x, TERN_CUDA_CH_ADD},
+            {s->x, s->nw, 1e-6f, s->wg[l], s->wu[l], OPS_D, OPS_F, s->h, TERN_CUDA_CH_SWIGLU},
+            {s->h, NULL, 0, s->wd[l], NULL, OPS_F, OPS_D, s->x, TERN_CUDA_CH_ADD},
+            {s->x, s->nw, 1e-6f, s->wqkv[nl], NULL, OPS_D, OPS_QKV, s->qkv, TERN_CUDA_CH_STORE}};
+        st = tern_cuda_chain(ops_cuda, p, 4, q->sync + 32 * l, q->err);
+    }
+    return st;
+}
+
+void ops_time_chain_kernel(void)
+{
+    ops_layers ly;
+    ops_layers_make(&ly, 900);
+    double mb = ((double)OPS_QKV * OPS_D + (double)OPS_D * OPS_D + 3.0 * OPS_F * OPS_D) * 2 / 1e6;
+    unsigned *sync = ops_dev_zero(32 * 4 * OPS_LAYERS), *err = ops_dev_zero(4);
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++) {
+            lay_queue q = {&ly, k > 0, sync, err, NULL};
+            int gw = tern_cuda_set_chain_groups(ops_cuda, k == 2 ? 2 : 1);
+            float ms = 0;
+            if (ops_graph(queue_layers, &q, 2, 5, &ms))
+                printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n",
+                       k == 0 ? "four kernels" : k == 1 ? "one chain kernel" : "one chain kernel, two groups",
+                       ms * 1e3 / OPS_LAYERS, mb / 1e3 / (ms / 1e3 / OPS_LAYERS));
+            tern_cuda_set_chain_groups(ops_cuda, gw);
+        }
+    unsigned e = 0;
+    ops_get(&e, err, 4);
+    if (e) printf("chain: error word set (a block waited 2 s)\n");
+    tern_cuda_free(ops_cuda, sync);
+    tern_cuda_free(ops_cuda, err);
+    ops_layers_free(&ly);
+}
