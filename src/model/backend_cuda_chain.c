@@ -18,8 +18,10 @@ tern_status cuda_chain_setup(tern_model *m)
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
     d->chain_ok = 0;
+    /* Off unless asked for (TERN_CUDA_CHAIN=1) until it has been measured
+     * on a device. */
     const char *e = getenv("TERN_CUDA_CHAIN");
-    if (e && !strcmp(e, "0")) return TERN_OK;
+    if (!e || strcmp(e, "1")) return TERN_OK;
     /* The one-row path the chain stands in for: float32 activations, both
      * norms folded, BF16 weights on the tensor cores, no q/k/v bias. */
     if (d->act_bf16 || d->fuse != (FOLD_GATE_UP | FOLD_QKV) || c->ffn % 4 ||
@@ -108,5 +110,5 @@ tern_status cuda_chain_result(tern_model *m)
     }
     return tern_error(TERN_E_INTERNAL,
                       "cuda: a decode step's product chain waited 2 s for blocks that never ran (is the GPU shared?); "
-                      "later steps run without it (TERN_CUDA_CHAIN=0 turns it off)");
+                      "later steps run without it");
 }

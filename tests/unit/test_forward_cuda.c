@@ -4,7 +4,11 @@
  * (float32 activations); the three run as one batch, and one prompt fed a
  * token at a time after a prefill, give the GPU's logits bit for bit; a
  * forked row (shared blocks, copy on write on the GPU) decodes as its
- * source. Without a usable GPU the test prints why and exits 77 (skipped). */
+ * source. The BF16 models run a second time with the product chain on
+ * (TERN_CUDA_CHAIN=1: one-token passes launch their products as chains,
+ * tern_cuda_chain), whose one-token steps must give the bits of the
+ * prefill without it. Without a usable GPU the test prints why and exits
+ * 77 (skipped). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +16,7 @@
 #include "check.h"
 #include "forward_alone.h"
 #include "engine/sampler_internal.h"
+#include "model/backend_cuda_model.h"
 #include "model/forward.h"
 #include "tern/exec.h"
 #include "tern/model.h"
@@ -28,7 +33,9 @@ static float max_diff(const float *a, const float *b, long n)
     return d;
 }
 
-static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
+/* chain: load the GPU model with TERN_CUDA_CHAIN=1 and check that its
+ * one-token passes take the chain. */
+static void check_model(const char *dir, tern_exec *gpu, tern_precision prec, int chain)
 {
     tern_model_opts oc = {.n_threads = 2, .precision = prec, .device = "cpu"};
     tern_model_opts og = {.precision = prec, .exec = gpu};
@@ -37,11 +44,15 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec)
         CHECK_MSG(0, "%s: %s", dir, tern_last_error());
         return;
     }
-    if (tern_model_load(dir, &og, &mg) != TERN_OK) {
+    if (chain) setenv("TERN_CUDA_CHAIN", "1", 1);
+    tern_status ls = tern_model_load(dir, &og, &mg);
+    if (chain) unsetenv("TERN_CUDA_CHAIN");
+    if (ls != TERN_OK) {
         CHECK_MSG(0, "%s on the GPU: %s", dir, tern_last_error());
         tern_model_free(mc);
         return;
     }
+    if (chain) CHECK_MSG(cm(mg)->chain_ok, "%s: the product chain is off", dir);
     int V = tern_model_vocab_size(mc);
     int32_t ids[3][MAXT];
     int lens[3] = {7, 40, 30}; /* together 77 tokens: past the small-batch kernel */
@@ -180,12 +191,21 @@ int main(void)
     const char *local[] = {"llama_f32", "qwen3_f16", "qwen3_tied", "qwen2", "llama_rope_llama3", "qwen3_rope_yarn"};
     for (size_t i = 0; i < sizeof local / sizeof *local; i++) {
         snprintf(dir, sizeof dir, "tests/fixtures/models/%s", local[i]);
-        check_model(dir, gpu, TERN_PRECISION_F32);
+        check_model(dir, gpu, TERN_PRECISION_F32, 0);
     }
     snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", shared);
-    check_model(dir, gpu, TERN_PRECISION_F32);
-    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_BF16);
-    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_F32);
+    check_model(dir, gpu, TERN_PRECISION_F32, 0);
+    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_BF16, 0);
+    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_F32, 0);
+    /* the BF16 models with the product chain */
+    const char *bf16[] = {"qwen3_tied", "llama_rope_llama3", "qwen3_rope_yarn"};
+    for (size_t i = 0; i < sizeof bf16 / sizeof *bf16; i++) {
+        snprintf(dir, sizeof dir, "tests/fixtures/models/%s", bf16[i]);
+        check_model(dir, gpu, TERN_PRECISION_F32, 1);
+    }
+    snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", shared);
+    check_model(dir, gpu, TERN_PRECISION_F32, 1);
+    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_F32, 1);
     /* What the backend lacks is refused at load, clearly. */
     tern_model_opts og = {.exec = gpu};
     tern_model *m;
