@@ -243,16 +243,35 @@ void ops_time_chain_kernel(void)
     ops_layers_make(&ly, 900);
     double mb = ((double)OPS_QKV * OPS_D + (double)OPS_D * OPS_D + 3.0 * OPS_F * OPS_D) * 2 / 1e6;
     unsigned *sync = ops_dev_zero(32 * 4 * OPS_LAYERS), *err = ops_dev_zero(4);
+    /* the device's read bandwidth (the matrix kernels' 16-byte loads over
+     * 2 GiB) in the same run: the floor of a layer is its bytes at that */
+    size_t bytes = (size_t)2 << 30;
+    void *src = ops_dev_random((long)(bytes / 2), TERN_DT_BF16, 950, 1.0f);
+    float *sink = ops_dev_zero(4096 * 4);
+    float rms = 1e9f;
+    for (int r = 0; r < 5; r++) {
+        float ms = 0;
+        if (ops_ok(tern_cuda_timer_mark(ops_cuda), "timer") && ops_ok(tern_cuda_read_bw(ops_cuda, src, bytes, sink), "read") &&
+            ops_ok(tern_cuda_timer_elapsed(ops_cuda, &ms), "timer") && ms < rms)
+            rms = ms;
+    }
+    double gbs = bytes / 1e6 / rms;
+    printf("read bandwidth %.0f GB/s: a layer's %.1f MB in %.1f us\n", gbs, mb, mb / gbs * 1e3);
+    tern_cuda_free(ops_cuda, src);
+    tern_cuda_free(ops_cuda, sink);
+    static const char *const what[4] = {"four kernels", "one chain kernel", "one chain kernel, two groups",
+                                        "one chain kernel, no waits (stream alone, values wrong)"};
     for (int r = 0; r < 3; r++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             lay_queue q = {&ly, k > 0, sync, err, NULL};
             int gw = tern_cuda_set_chain_groups(ops_cuda, k == 2 ? 2 : 1);
+            int nw = tern_cuda_set_chain_nowait(ops_cuda, k == 3);
             float ms = 0;
             if (ops_graph(queue_layers, &q, 2, 5, &ms))
-                printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n",
-                       k == 0 ? "four kernels" : k == 1 ? "one chain kernel" : "one chain kernel, two groups",
-                       ms * 1e3 / OPS_LAYERS, mb / 1e3 / (ms / 1e3 / OPS_LAYERS));
+                printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n", what[k], ms * 1e3 / OPS_LAYERS,
+                       mb / 1e3 / (ms / 1e3 / OPS_LAYERS));
             tern_cuda_set_chain_groups(ops_cuda, gw);
+            tern_cuda_set_chain_nowait(ops_cuda, nw);
         }
     unsigned e = 0;
     ops_get(&e, err, 4);

@@ -58,6 +58,7 @@ struct ch_prod {
 struct ch_args {
     ch_prod p[TERN_CUDA_CHAIN_MAX];
     int n, ring, pmax, first_waits, trig;
+    int nowait;               /* timing only: no product waits for the previous one (wrong values) */
     unsigned *sync, *err;
 };
 
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(CH_GROUP *NG + 32, 1) chain_kernel(const __gri
         if (tid == 0 && pi > 0) {
             __threadfence();
             atomicAdd(&a.sync[pi - 1], 1u);
-            if (has) ch_wait_count(&a.sync[pi - 1], (unsigned)G, a.err);
+            if (has && !a.nowait) ch_wait_count(&a.sync[pi - 1], (unsigned)G, a.err);
             __threadfence();
         }
         if (pi == 0 && a.first_waits) wait_prior_grid();
@@ -379,7 +380,7 @@ extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod 
     size_t fixed = ch_smem(ng, 0, pmax);
     int R = c->chain_ring;
     while (R > 2 && fixed + (size_t)R * (CH_SLOT + 16) > (size_t)c->chain_smem) R--;
-    a.n = n, a.ring = R, a.pmax = pmax, a.first_waits = 1, a.trig = c->chain_trig;
+    a.n = n, a.ring = R, a.pmax = pmax, a.first_waits = 1, a.trig = c->chain_trig, a.nowait = c->chain_nowait;
     a.sync = d_sync, a.err = d_err;
     size_t smem = ch_smem(ng, R, pmax);
     return ng == 2 ? ch_launch<2>(c, a, smem) : ch_launch<1>(c, a, smem);

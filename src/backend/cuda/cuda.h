@@ -364,6 +364,10 @@ int tern_cuda_set_chain_ring(tern_cuda *c, int ring);
 /* Its consumer groups a block (1 or 2: two tiles at a time, the same
  * bits); returns the previous value. */
 int tern_cuda_set_chain_groups(tern_cuda *c, int groups);
+/* For timing the stream alone (ops_test --chain): with on set, a chain's
+ * products do not wait for the previous product's blocks, so its values
+ * are WRONG. Returns the previous setting. */
+int tern_cuda_set_chain_nowait(tern_cuda *c, int on);
 tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod *prods, int n, unsigned *d_sync,
                             unsigned *d_err);
 size_t tern_cuda_chain_sync_bytes(void);

@@ -371,3 +371,10 @@ extern "C" int tern_cuda_set_chain_groups(tern_cuda *c, int groups)
     c->chain_groups = groups == 2 ? 2 : 1;
     return was;
 }
+
+extern "C" int tern_cuda_set_chain_nowait(tern_cuda *c, int on)
+{
+    int was = c->chain_nowait;
+    c->chain_nowait = on != 0;
+    return was;
+}
