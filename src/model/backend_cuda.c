@@ -510,6 +510,7 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
         float ms = 0.0f;
         tern_cuda_timer_elapsed(d->c, &ms);
         d->passes[d->decode]++;
+        d->chain_passes[d->decode] += d->chain_pass;
         d->host_s[d->decode] += tern_now() - d->t_begin;
         d->dev_s[d->decode] += ms / 1e3;
     }

@@ -86,7 +86,7 @@ typedef struct {
     unsigned *h_chain_err;  /* owned pinned word */
     int stats;
     double t_begin, host_s[2], dev_s[2];
-    long passes[2];
+    long passes[2], chain_passes[2];
     int decode;
 } cuda_model;
 
