@@ -107,16 +107,9 @@ static __device__ void ch_wait_count(const unsigned *c, unsigned target, unsigne
  * passed (then *err): no wait of the chain can hang the device. */
 static __device__ __forceinline__ void ch_mb_wait(uint64_t *bar, unsigned parity, unsigned *err)
 {
-    uint32_t done = 0, a = smem_u32(bar);
+    uint32_t a = smem_u32(bar);
     unsigned long long t0 = 0;
-    for (;;) {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(a), "r"(parity)
-                     : "memory");
-        if (done) return;
+    while (!mb_try(a, parity)) {
         unsigned long long now = dev_clock_ns();
         if (!t0) t0 = now;
         else if (now - t0 > 2000000000ull) {
@@ -229,14 +222,9 @@ __global__ void __launch_bounds__(CH_GROUP *NG + 32, 1) chain_kernel(const __gri
                 int k = (kb0 + kr) * MMA_KB + 8 * t;
                 float v[8];
                 ch_x8(p.x + k, v);
-                if (p.nw) {
-                    float nv[8];
-                    mma_load8(p.nw + k, nv);
-#pragma unroll
-                    for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], nv[e]);
-                }
                 uint32_t h[4], l[4];
-                mma_split8<true>(v, h, l);
+                if (p.nw) mma_prep8<true, true>(v, p.nw, k, h, l);
+                else mma_prep8<true, false>(v, NULL, k, h, l);
                 uint4 *d = sx + (((size_t)q * a.pmax + kr) * 4 + t) * 2;
                 d[0] = make_uint4(h[0], h[1], h[2], h[3]);
                 d[1] = make_uint4(l[0], l[1], l[2], l[3]);
@@ -341,11 +329,6 @@ static tern_status ch_launch(tern_cuda *c, const ch_args &a, size_t smem)
     auto kern = chain_kernel<NG>;
     tern_status st = smem_limit_once((const void *)kern, 227 * 1024, &ready, "chain smem");
     if (st) return st;
-    int nb = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, CH_GROUP * NG + 32, smem) != cudaSuccess || nb < 1) {
-        cudaGetLastError();
-        return tern_error(TERN_E_UNSUPPORTED, "cuda chain: a block of %zu bytes of shared memory does not fit", smem);
-    }
     return launch(c, "chain", kern, dim3(c->sms), dim3(CH_GROUP * NG + 32), smem, a);
 }
 

@@ -81,6 +81,21 @@ __device__ __forceinline__ void mma_split8(const float v[8], uint32_t hi[4], uin
     }
 }
 
+/* Eight elements of x (v) times the folded norm's weight at nw + k (NORM),
+ * split into hi / lo pairs: the one-row kernels' preparation of x. */
+template <bool LO, bool NORM>
+__device__ __forceinline__ void mma_prep8(float v[8], const float *__restrict__ nw, int k, uint32_t hi[4],
+                                          uint32_t lo[4])
+{
+    if (NORM) {
+        float nv[8];
+        mma_load8(nw + k, nv);
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], nv[e]);
+    }
+    mma_split8<LO>(v, hi, lo);
+}
+
 __device__ __forceinline__ void mma16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1)
 {

@@ -304,14 +304,8 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
         int k = kb * MMA_KB + 8 * t;
         float v[8];
         mma_load8(a.x + k, v);
-        if (NORM) {
-            float nv[8];
-            mma_load8(a.nw + k, nv);
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = __fmul_rn(v[e], nv[e]);
-        }
         uint32_t h[4], l[4];
-        mma_split8<LO>(v, h, l);
+        mma_prep8<LO, NORM>(v, a.nw, k, h, l);
         sx4[2 * (4 * kb + t)] = make_uint4(h[0], h[1], h[2], h[3]);
         if (LO) sx4[2 * (4 * kb + t) + 1] = make_uint4(l[0], l[1], l[2], l[3]);
     }
