@@ -57,7 +57,7 @@ struct ch_prod {
 
 struct ch_args {
     ch_prod p[TERN_CUDA_CHAIN_MAX];
-    int n, ring, pmax, first_waits, trig;
+    int n, ring, pmax, trig;
     int nowait;               /* timing only: no product waits for the previous one (wrong values) */
     unsigned *sync, *err;
 };
@@ -74,7 +74,7 @@ static __device__ __forceinline__ unsigned ch_ld_acquire(const unsigned *p)
     return v;
 }
 
-/* count bytes of global memory at src into shared dst, counted on bar. */
+/* bytes of global memory at src into shared dst by the copy engine, counted on bar. */
 static __device__ __forceinline__ void ch_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar)
 {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(CH_GROUP *NG + 32, 1) chain_kernel(const __gri
             if (has && !a.nowait) ch_wait_count(&a.sync[pi - 1], (unsigned)G, a.err);
             __threadfence();
         }
-        if (pi == 0 && a.first_waits) wait_prior_grid();
+        if (pi == 0) wait_prior_grid();
         ch_bar(CH_BAR_ALL, NC);
         if (has && grp == 0) {
             /* Part q of x (times the norm weight) into hi / lo, lane (g, t)
@@ -363,7 +363,7 @@ extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod 
     size_t fixed = ch_smem(ng, 0, pmax);
     int R = c->chain_ring;
     while (R > 2 && fixed + (size_t)R * (CH_SLOT + 16) > (size_t)c->chain_smem) R--;
-    a.n = n, a.ring = R, a.pmax = pmax, a.first_waits = 1, a.trig = c->chain_trig, a.nowait = c->chain_nowait;
+    a.n = n, a.ring = R, a.pmax = pmax, a.trig = c->chain_trig, a.nowait = c->chain_nowait;
     a.sync = d_sync, a.err = d_err;
     size_t smem = ch_smem(ng, R, pmax);
     return ng == 2 ? ch_launch<2>(c, a, smem) : ch_launch<1>(c, a, smem);
