@@ -182,12 +182,46 @@ static void check_case(int D, int F, int Q, int n, int nonorm, unsigned seed)
     case_free(&c);
 }
 
+/* A chain the kernel does not take is refused with a message. */
+static void refused(const char *what, const tern_cuda_chain_prod *p, int n, unsigned *sync, unsigned *err)
+{
+    int ok = tern_cuda_chain(ops_cuda, p, n, sync, err) == TERN_E_INVALID && tern_last_error()[0];
+    printf("%s chain refuses %-45s %s\n", ok ? "PASS" : "FAIL", what, ok ? tern_last_error() : "not refused");
+    ok ? ops_pass++ : ops_fail++;
+}
+
+static void chain_refusals(void)
+{
+    ch_case c;
+    case_make(&c, 64, 128, 192, 800);
+    tern_cuda_chain_prod p[5];
+    case_prods(&c, 0, p);
+    p[4] = p[0];
+    refused("no products", p, 0, c.sync, c.err);
+    refused("five products", p, 5, c.sync, c.err);
+    refused("no sync words", p, 4, NULL, c.err);
+    tern_cuda_chain_prod b = p[0];
+    b.K = 48;
+    refused("K % 32 != 0", &b, 1, c.sync, c.err);
+    b = p[1];
+    b.N = 126;
+    refused("a SwiGLU pair of N % 4 != 0", &b, 1, c.sync, c.err);
+    b = p[1];
+    b.d_wu = NULL;
+    refused("a SwiGLU pair without its up weight", &b, 1, c.sync, c.err);
+    b = p[0];
+    b.mode = 7;
+    refused("an unknown mode", &b, 1, c.sync, c.err);
+    case_free(&c);
+}
+
 void ops_chain(void)
 {
     if (!tern_cuda_chain_takes(ops_cuda, 64)) {
         printf("chain: off (TERN_CUDA_CHAIN_RING=0)\n");
         return;
     }
+    chain_refusals();
     check_case(4096, 12288, 6144, 4, 0, 700); /* the Qwen3-8B decode layer */
     check_case(64, 128, 192, 4, 0, 710);      /* K of 2 blocks: six of eight parts empty */
     check_case(288, 2080, 100, 4, 0, 720);    /* 9 and 65 blocks: uneven parts; q/k/v's last tile past N */
