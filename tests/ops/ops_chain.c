@@ -237,6 +237,11 @@ void ops_chain(void)
     check_case(4096, 12288, 6144, 4, 0, 780);
     check_case(96, 4128, 36, 4, 1, 790);
     tern_cuda_set_chain_groups(ops_cuda, gw);
+    /* the producer prefetching into the L2 while its ring is full */
+    int la = tern_cuda_set_chain_l2ahead(ops_cuda, 16);
+    check_case(4096, 12288, 6144, 4, 0, 800);
+    check_case(288, 2080, 100, 4, 0, 810);
+    tern_cuda_set_chain_l2ahead(ops_cuda, la);
 }
 
 /* ops_test --chain: the decode layer's four products as one chain against
@@ -293,18 +298,27 @@ void ops_time_chain_kernel(void)
     printf("read bandwidth %.0f GB/s: a layer's %.1f MB in %.1f us\n", gbs, mb, mb / gbs * 1e3);
     tern_cuda_free(ops_cuda, src);
     tern_cuda_free(ops_cuda, sink);
-    static const char *const what[4] = {"four kernels", "one chain kernel", "one chain kernel, two groups",
-                                        "one chain kernel, no waits (stream alone, values wrong)"};
-    for (int r = 0; r < 3; r++)
-        for (int k = 0; k < 4; k++) {
-            lay_queue q = {&ly, k > 0, sync, err, NULL};
-            int gw = tern_cuda_set_chain_groups(ops_cuda, k == 2 ? 2 : 1);
-            int nw = tern_cuda_set_chain_nowait(ops_cuda, k == 3);
+    static const struct {
+        const char *what;
+        int chain, groups, l2ahead, nowait;
+    } v[] = {{"four kernels", 0, 1, 0, 0},
+             {"one chain kernel", 1, 1, 0, 0},
+             {"one chain kernel, two groups", 1, 2, 0, 0},
+             {"one chain kernel, L2 prefetch 8 chunks ahead", 1, 1, 8, 0},
+             {"one chain kernel, L2 prefetch 24 chunks ahead", 1, 1, 24, 0},
+             {"one chain kernel, no waits (stream alone, values wrong)", 1, 1, 0, 1}};
+    for (int r = 0; r < 2; r++)
+        for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+            lay_queue q = {&ly, v[k].chain, sync, err, NULL};
+            int gw = tern_cuda_set_chain_groups(ops_cuda, v[k].groups);
+            int la = tern_cuda_set_chain_l2ahead(ops_cuda, v[k].l2ahead);
+            int nw = tern_cuda_set_chain_nowait(ops_cuda, v[k].nowait);
             float ms = 0;
             if (ops_graph(queue_layers, &q, 2, 5, &ms))
-                printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n", what[k], ms * 1e3 / OPS_LAYERS,
+                printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n", v[k].what, ms * 1e3 / OPS_LAYERS,
                        mb / 1e3 / (ms / 1e3 / OPS_LAYERS));
             tern_cuda_set_chain_groups(ops_cuda, gw);
+            tern_cuda_set_chain_l2ahead(ops_cuda, la);
             tern_cuda_set_chain_nowait(ops_cuda, nw);
         }
     unsigned e = 0;

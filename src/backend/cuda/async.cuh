@@ -38,6 +38,19 @@ __device__ __forceinline__ uint32_t mb_try(uint32_t bar_smem, unsigned parity)
     return done;
 }
 
+/* The same without waiting: 1 if that phase has completed now. */
+__device__ __forceinline__ uint32_t mb_test(uint32_t bar_smem, unsigned parity)
+{
+    uint32_t done;
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(bar_smem), "r"(parity)
+                 : "memory");
+    return done;
+}
+
 /* Until the barrier's phase of this parity has completed. */
 __device__ __forceinline__ void mb_wait(uint64_t *bar, unsigned parity)
 {

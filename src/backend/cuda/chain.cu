@@ -59,6 +59,7 @@ struct ch_args {
     ch_prod p[TERN_CUDA_CHAIN_MAX];
     int n, ring, pmax, trig;
     int nowait;               /* timing only: no product waits for the previous one (wrong values) */
+    int l2ahead;              /* chunks the producer may prefetch into the L2 past the next to fill */
     unsigned *sync, *err;
 };
 
@@ -83,6 +84,12 @@ static __device__ __forceinline__ void ch_bulk(void *dst, const void *src, unsig
                  : "memory");
 }
 
+/* bytes of global memory at src into the L2 (no completion to wait for). */
+static __device__ __forceinline__ void ch_prefetch_l2(const void *src, unsigned bytes)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
 /* Eight floats of x that other blocks of this kernel wrote (through L2). */
 static __device__ __forceinline__ void ch_x8(const float *p, float v[8])
 {
@@ -90,33 +97,38 @@ static __device__ __forceinline__ void ch_x8(const float *p, float v[8])
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-/* Until *c counts every block (or *err is set, or 2 s pass: then *err). */
-static __device__ void ch_wait_count(const unsigned *c, unsigned target, unsigned *err)
+
+/* For a wait that has not yet succeeded: 1 when it should give up, that is
+ * when another wait already gave up (*err set: checked at its first miss)
+ * or 2 s have passed since that first miss (*t0, 0 before it; then *err
+ * is set). No wait of the chain can hang the device. */
+static __device__ __forceinline__ int ch_stuck(unsigned long long *t0, unsigned *err)
 {
-    unsigned long long t0 = dev_clock_ns();
-    while (ch_ld_acquire(c) < target) {
-        if (*(volatile unsigned *)err) return;
-        if (dev_clock_ns() - t0 > 2000000000ull) {
-            atomicExch(err, 1u);
-            return;
-        }
+    unsigned long long now = dev_clock_ns();
+    if (!*t0) {
+        *t0 = now;
+        return *(volatile unsigned *)err != 0;
     }
+    if (now - *t0 <= 2000000000ull) return 0;
+    atomicExch(err, 1u);
+    return 1;
 }
 
-/* Until the barrier's phase of this parity has completed, or 2 s have
- * passed (then *err): no wait of the chain can hang the device. */
+/* Until the barrier's phase of this parity has completed (or ch_stuck). */
 static __device__ __forceinline__ void ch_mb_wait(uint64_t *bar, unsigned parity, unsigned *err)
 {
     uint32_t a = smem_u32(bar);
     unsigned long long t0 = 0;
-    while (!mb_try(a, parity)) {
-        unsigned long long now = dev_clock_ns();
-        if (!t0) t0 = now;
-        else if (now - t0 > 2000000000ull) {
-            atomicExch(err, 1u);
-            return;
-        }
-    }
+    while (!mb_try(a, parity))
+        if (ch_stuck(&t0, err)) return;
+}
+
+/* Until *c counts every block (or ch_stuck). */
+static __device__ void ch_wait_count(const unsigned *c, unsigned target, unsigned *err)
+{
+    unsigned long long t0 = 0;
+    while (ch_ld_acquire(c) < target)
+        if (ch_stuck(&t0, err)) return;
 }
 
 /* The chunks of a tile in the order the producer fills them: for j = 0, 1,
@@ -134,6 +146,38 @@ static __device__ __forceinline__ void ch_chunks(int nb, FN fn)
         }
 }
 
+static __device__ __forceinline__ int ch_first_tile(const ch_prod &p, int b, int G) { return (b - p.tile0 % G + G) % G; }
+
+/* A place in block b's sequence of chunks, the order in which the producer
+ * fills them and the consumers' loops (ch_chunks) take them: product pi,
+ * its tile i, chunk j of part q. */
+struct ch_cur {
+    int pi, i, j, q;
+};
+
+/* Moves c to the block's next chunk (the first when c.pi < 0); 0 past
+ * the last. */
+static __device__ int ch_next(const ch_args &a, int b, int G, ch_cur &c)
+{
+    if (c.pi < 0) c = ch_cur{0, ch_first_tile(a.p[0], b, G), 0, -1};
+    while (c.pi < a.n) {
+        const ch_prod &p = a.p[c.pi];
+        const int nb = p.K / MMA_KB, maxlen = (nb + MMA_PARTS - 1) / MMA_PARTS;
+        while (c.i < p.tiles) {
+            for (;;) {
+                if (++c.q == MMA_PARTS) {
+                    c.q = 0;
+                    if (++c.j * CH_CHUNK >= maxlen) break;
+                }
+                if (c.j * CH_CHUNK < mma_part(nb, c.q + 1) - mma_part(nb, c.q)) return 1;
+            }
+            c.i += G, c.j = 0, c.q = -1;
+        }
+        if (++c.pi < a.n) c = ch_cur{c.pi, ch_first_tile(a.p[c.pi], b, G), 0, -1};
+    }
+    return 0;
+}
+
 /* Weight row r (0..7) of tile i: rows past N read the last one (never
  * written); SwiGLU: gate rows 4i..4i+3, then the same up rows. */
 static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i, int r)
@@ -141,6 +185,15 @@ static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i
     if (p.mode == TERN_CUDA_CH_SWIGLU) return (r < 4 ? p.w0 : p.w1) + (size_t)(4 * i + (r & 3)) * p.K;
     int n = 8 * i + r < p.N ? 8 * i + r : p.N - 1;
     return p.w0 + (size_t)n * p.K;
+}
+
+/* Row r (0..7) of c's chunk at the chunk's first element; *nblk its blocks. */
+static __device__ __forceinline__ const uint16_t *ch_src(const ch_args &a, const ch_cur &c, int r, int *nblk)
+{
+    const ch_prod &p = a.p[c.pi];
+    int nb = p.K / MMA_KB, kb0 = mma_part(nb, c.q), len = mma_part(nb, c.q + 1) - kb0, kr = c.j * CH_CHUNK;
+    *nblk = len - kr < CH_CHUNK ? len - kr : CH_CHUNK;
+    return ch_row(p, c.i, r) + (size_t)(kb0 + kr) * MMA_KB;
 }
 
 template <int NG>
@@ -169,25 +222,44 @@ __global__ void __launch_bounds__(CH_GROUP *NG + 32, 1) chain_kernel(const __gri
     }
     __syncthreads();
     if (warp == NG * MMA_PARTS) {
-        /* The producer: every chunk of every tile of this block, in order.
-         * Weights are never written by a kernel, so this runs from the
-         * start, before the previous kernel has finished. */
-        int slot = 0;
+        /* The producer: every chunk of every tile of this block, in order
+         * (f, the nf-th), each into the next slot once the consumers have
+         * freed it. Weights are never written by a kernel, so this runs from
+         * the start, before the previous kernel has finished. With a.l2ahead
+         * = D > 0, while the next slot is not free it prefetches the chunks
+         * that come next into the L2 (pf, the np-th), up to D chunks past
+         * the next to fill, so that the memory keeps streaming while the
+         * consumers wait for a product's input or the ring is full. */
+        int slot = 0, nblk;
         unsigned phase = 0;
-        for (int pi = 0; pi < a.n; pi++) {
-            const ch_prod &p = a.p[pi];
-            int nb = p.K / MMA_KB;
-            for (int i = (b - p.tile0 % G + G) % G; i < p.tiles; i += G) {
-                const uint16_t *row = lane < 8 ? ch_row(p, i, lane) : NULL;
-                ch_chunks(nb, [&](int q, int kr, int nblk) {
-                    ch_mb_wait(&empty[slot], phase ^ 1, a.err);
-                    if (lane == 0) mb_expect(&full[slot], 8u * nblk * 64);
-                    __syncwarp();
-                    if (lane < 8)
-                        ch_bulk(ring + (size_t)slot * CH_SLOT + lane * CH_ROWB,
-                                row + (size_t)(mma_part(nb, q) + kr) * MMA_KB, nblk * 64u, &full[slot]);
-                    if (++slot == R) slot = 0, phase ^= 1;
-                });
+        long nf = 0, np = 0;
+        ch_cur f = {-1, 0, 0, 0}, pf = {-1, 0, 0, 0};
+        int fok = ch_next(a, b, G, f), pok = a.l2ahead > 0 && ch_next(a, b, G, pf);
+        unsigned long long t0 = 0;
+        while (fok) {
+            /* with a prefetch to issue, only a look at the slot (try_wait
+             * may suspend the thread a while) */
+            const int canpf = pok && np < nf + a.l2ahead;
+            uint32_t es = smem_u32(&empty[slot]);
+            int freed = lane == 0 ? (int)(canpf ? mb_test(es, phase ^ 1) : mb_try(es, phase ^ 1)) : 0;
+            if (__shfl_sync(0xffffffffu, freed, 0)) {
+                const uint16_t *src = ch_src(a, f, lane & 7, &nblk);
+                if (lane == 0) mb_expect(&full[slot], 8u * nblk * 64);
+                __syncwarp();
+                if (lane < 8) ch_bulk(ring + (size_t)slot * CH_SLOT + lane * CH_ROWB, src, nblk * 64u, &full[slot]);
+                if (++slot == R) slot = 0, phase ^= 1;
+                nf++;
+                fok = ch_next(a, b, G, f);
+                t0 = 0;
+            } else if (canpf) {
+                if (np >= nf) {
+                    const uint16_t *src = ch_src(a, pf, lane & 7, &nblk);
+                    if (lane < 8) ch_prefetch_l2(src, nblk * 64u);
+                }
+                np++;
+                pok = ch_next(a, b, G, pf);
+            } else if (ch_stuck(&t0, a.err)) {
+                break;
             }
         }
         return;
@@ -199,7 +271,7 @@ __global__ void __launch_bounds__(CH_GROUP *NG + 32, 1) chain_kernel(const __gri
     unsigned phase = 0;
     for (int pi = 0; pi < a.n; pi++) {
         const ch_prod &p = a.p[pi];
-        const int nb = p.K / MMA_KB, first = (b - p.tile0 % G + G) % G;
+        const int nb = p.K / MMA_KB, first = ch_first_tile(p, b, G);
         const bool has = first < p.tiles;
         /* The product's x: the previous product's output (every block's
          * count), or the previous kernel's (its completion). */
@@ -364,6 +436,7 @@ extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod 
     int R = c->chain_ring;
     while (R > 2 && fixed + (size_t)R * (CH_SLOT + 16) > (size_t)c->chain_smem) R--;
     a.n = n, a.ring = R, a.pmax = pmax, a.trig = c->chain_trig, a.nowait = c->chain_nowait;
+    a.l2ahead = c->chain_l2ahead;
     a.sync = d_sync, a.err = d_err;
     size_t smem = ch_smem(ng, R, pmax);
     return ng == 2 ? ch_launch<2>(c, a, smem) : ch_launch<1>(c, a, smem);

@@ -33,6 +33,7 @@ struct tern_cuda {
     int chain_groups;        /* TERN_CUDA_CHAIN_GROUPS (default 1): its consumer groups a block, 1 or 2 */
     int chain_smem;          /* TERN_CUDA_CHAIN_SMEM (default 180 KiB): its most shared memory a block */
     int chain_trig;          /* TERN_CUDA_CHAIN_TRIG (default 1): the chain lets the next kernel launch at its start */
+    int chain_l2ahead;       /* TERN_CUDA_CHAIN_L2AHEAD (default 0): chunks its producer prefetches into L2 ahead */
     int chain_nowait;        /* tern_cuda_set_chain_nowait: timing only, the chain's products wait for nothing */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */

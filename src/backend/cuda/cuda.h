@@ -364,6 +364,10 @@ int tern_cuda_set_chain_ring(tern_cuda *c, int ring);
 /* Its consumer groups a block (1 or 2: two tiles at a time, the same
  * bits); returns the previous value. */
 int tern_cuda_set_chain_groups(tern_cuda *c, int groups);
+/* Chunks (8 KiB) the chain's producer may prefetch into the L2 past the
+ * next it fills, while that slot is not free (0: none, the default;
+ * TERN_CUDA_CHAIN_L2AHEAD at open); the same bits. Returns the previous. */
+int tern_cuda_set_chain_l2ahead(tern_cuda *c, int chunks);
 /* For timing the stream alone (ops_test --chain): with on set, a chain's
  * products do not wait for the previous product's blocks, so its values
  * are WRONG. Returns the previous setting. */

@@ -82,6 +82,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->chain_smem = cs ? atoi(cs) * 1024 : 180 * 1024;
     if (c->chain_smem > 227 * 1024) c->chain_smem = 227 * 1024;
     c->chain_trig = ct ? atoi(ct) : 1;
+    const char *cl = getenv("TERN_CUDA_CHAIN_L2AHEAD");
+    c->chain_l2ahead = cl && atoi(cl) > 0 ? atoi(cl) : 0;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -376,5 +378,12 @@ extern "C" int tern_cuda_set_chain_nowait(tern_cuda *c, int on)
 {
     int was = c->chain_nowait;
     c->chain_nowait = on != 0;
+    return was;
+}
+
+extern "C" int tern_cuda_set_chain_l2ahead(tern_cuda *c, int chunks)
+{
+    int was = c->chain_l2ahead;
+    c->chain_l2ahead = chunks > 0 ? chunks : 0;
     return was;
 }
