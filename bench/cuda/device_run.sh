@@ -6,7 +6,8 @@
 # Usage: bash .dev/cuda/tree/bench/cuda/device_run.sh PHASE...   (after unpacking, or
 #        bash bench/cuda/device_run.sh PHASE... in a checkout that has the bundle)
 # Phases: ops (op harness), opstime (its kernel timings), chain (ops_test --chain: a decode layer's
-# products in sequence under the one-row kernel's modes), ktrace (the decode graph's kernels on the
+# products as four kernels and as one chain kernel (chain.cu) in its forms, beside the read bandwidth, then
+# in sequence under the one-row kernel's modes), ktrace (the decode graph's kernels on the
 # critical path, through CUPTI: bench/ktrace/ktrace.c, ktrace_summary.py; trace into $OUT), fwd (GPU forward test), parity (fixture parity
 # suite with TERN_DEVICE=cuda, MoE deselected), batch (server batching tests
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
@@ -52,7 +53,7 @@ for ph in "$@"; do
   case $ph in
   ops) timeout 300 "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
   opstime) timeout 300 "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
-  chain) timeout 200 "$D/bin/ops_test" --chain 2>&1 | grep -E "^--|^decode|skipped" ;;
+  chain) timeout 200 "$D/bin/ops_test" --chain 2>&1 | grep -E "^--|^decode|^read|^chain|skipped" ;;
   ktrace) [ -f "$D/lib/libktrace.so" ] || { echo "no $D/lib/libktrace.so (bundle built without CUPTI)"; continue; }
     CUDA_INJECTION64_PATH=$PWD/$D/lib/libktrace.so TERN_KTRACE=$OUT/ktrace.tsv timeout 150 "$T" bench --device cuda \
       --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 1 2>&1 | tail -1
