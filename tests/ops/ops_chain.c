@@ -251,7 +251,6 @@ typedef struct {
     ops_layers *ly;
     int chain;
     unsigned *sync, *err;
-    float *att;
 } lay_queue;
 
 static tern_status queue_layers(void *ctx)
@@ -309,7 +308,7 @@ void ops_time_chain_kernel(void)
              {"one chain kernel, no waits (stream alone, values wrong)", 1, 1, 0, 1}};
     for (int r = 0; r < 2; r++)
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
-            lay_queue q = {&ly, v[k].chain, sync, err, NULL};
+            lay_queue q = {&ly, v[k].chain, sync, err};
             int gw = tern_cuda_set_chain_groups(ops_cuda, v[k].groups);
             int la = tern_cuda_set_chain_l2ahead(ops_cuda, v[k].l2ahead);
             int nw = tern_cuda_set_chain_nowait(ops_cuda, v[k].nowait);

@@ -188,24 +188,27 @@ int main(void)
     }
     const char *shared = check_shared_dir();
     char dir[4096];
-    const char *local[] = {"llama_f32", "qwen3_f16", "qwen3_tied", "qwen2", "llama_rope_llama3", "qwen3_rope_yarn"};
-    for (size_t i = 0; i < sizeof local / sizeof *local; i++) {
-        snprintf(dir, sizeof dir, "tests/fixtures/models/%s", local[i]);
-        check_model(dir, gpu, TERN_PRECISION_F32, 0);
+    /* every model without the product chain, then the BF16 ones with it
+     * ("@": under ../shared/fixtures/models, "/": a path as it is) */
+    static const struct {
+        const char *name;
+        tern_precision prec;
+        int chain;
+    } runs[] = {{"llama_f32", TERN_PRECISION_F32, 0},         {"qwen3_f16", TERN_PRECISION_F32, 0},
+                {"qwen3_tied", TERN_PRECISION_F32, 0},        {"qwen2", TERN_PRECISION_F32, 0},
+                {"llama_rope_llama3", TERN_PRECISION_F32, 0}, {"qwen3_rope_yarn", TERN_PRECISION_F32, 0},
+                {"@qwen3", TERN_PRECISION_F32, 0},            {"/models/tern-demo-code-17m", TERN_PRECISION_BF16, 0},
+                {"/models/tern-demo-code-17m", TERN_PRECISION_F32, 0},
+                {"qwen3_tied", TERN_PRECISION_F32, 1},        {"llama_rope_llama3", TERN_PRECISION_F32, 1},
+                {"qwen3_rope_yarn", TERN_PRECISION_F32, 1},   {"@qwen3", TERN_PRECISION_F32, 1},
+                {"/models/tern-demo-code-17m", TERN_PRECISION_F32, 1}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        const char *n = runs[i].name;
+        if (n[0] == '@') snprintf(dir, sizeof dir, "%s/fixtures/models/%s", shared, n + 1);
+        else if (n[0] == '/') snprintf(dir, sizeof dir, "%s", n + 1);
+        else snprintf(dir, sizeof dir, "tests/fixtures/models/%s", n);
+        check_model(dir, gpu, runs[i].prec, runs[i].chain);
     }
-    snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", shared);
-    check_model(dir, gpu, TERN_PRECISION_F32, 0);
-    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_BF16, 0);
-    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_F32, 0);
-    /* the BF16 models with the product chain */
-    const char *bf16[] = {"qwen3_tied", "llama_rope_llama3", "qwen3_rope_yarn"};
-    for (size_t i = 0; i < sizeof bf16 / sizeof *bf16; i++) {
-        snprintf(dir, sizeof dir, "tests/fixtures/models/%s", bf16[i]);
-        check_model(dir, gpu, TERN_PRECISION_F32, 1);
-    }
-    snprintf(dir, sizeof dir, "%s/fixtures/models/qwen3", shared);
-    check_model(dir, gpu, TERN_PRECISION_F32, 1);
-    check_model("models/tern-demo-code-17m", gpu, TERN_PRECISION_F32, 1);
     /* What the backend lacks is refused at load, clearly. */
     tern_model_opts og = {.exec = gpu};
     tern_model *m;

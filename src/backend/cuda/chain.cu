@@ -131,26 +131,50 @@ static __device__ void ch_wait_count(const unsigned *c, unsigned target, unsigne
         if (ch_stuck(&t0, err)) return;
 }
 
-/* The chunks of a tile in the order the producer fills them: for j = 0, 1,
- * ..., part q's chunk j for q = 0..7 (parts whose j-th chunk exists), so
- * that the eight warps' data arrive together. fn(q, kb_rel, nblk): part
- * q's blocks kb_rel .. kb_rel + nblk - 1, counted from the part's start. */
+/* The order of a tile's chunks, the producer's and the consumers' alike:
+ * for j = 0, 1, ..., part q's chunk j for q = 0..7 (parts whose j-th
+ * chunk exists), so that the eight warps' data arrive together. Moves
+ * (j, q) to the chunk after it (from j = 0, q = -1); 0 past the tile's
+ * last. */
+static __device__ __forceinline__ int ch_chunk_next(int nb, int &j, int &q)
+{
+    const int maxlen = (nb + MMA_PARTS - 1) / MMA_PARTS;
+    for (;;) {
+        if (++q == MMA_PARTS) {
+            q = 0;
+            if (++j * CH_CHUNK >= maxlen) return 0;
+        }
+        if (j * CH_CHUNK < mma_part(nb, q + 1) - mma_part(nb, q)) return 1;
+    }
+}
+
+/* Chunk j of part q of nb blocks: its blocks (returned), counted from the
+ * part's start at *kr. */
+static __device__ __forceinline__ int ch_span(int nb, int q, int j, int *kr)
+{
+    int len = mma_part(nb, q + 1) - mma_part(nb, q);
+    *kr = j * CH_CHUNK;
+    return len - *kr < CH_CHUNK ? len - *kr : CH_CHUNK;
+}
+
+/* fn(q, kr, nblk) for each chunk of a tile, in order: part q's blocks kr
+ * .. kr + nblk - 1, counted from the part's start. */
 template <class FN>
 static __device__ __forceinline__ void ch_chunks(int nb, FN fn)
 {
-    int maxlen = (nb + MMA_PARTS - 1) / MMA_PARTS;
-    for (int j = 0; j * CH_CHUNK < maxlen; j++)
-        for (int q = 0; q < MMA_PARTS; q++) {
-            int len = mma_part(nb, q + 1) - mma_part(nb, q), kr = j * CH_CHUNK;
-            if (kr < len) fn(q, kr, len - kr < CH_CHUNK ? len - kr : CH_CHUNK);
-        }
+    int j = 0, q = -1, kr;
+    while (ch_chunk_next(nb, j, q)) {
+        int nblk = ch_span(nb, q, j, &kr);
+        fn(q, kr, nblk);
+    }
 }
 
 static __device__ __forceinline__ int ch_first_tile(const ch_prod &p, int b, int G) { return (b - p.tile0 % G + G) % G; }
 
-/* A place in block b's sequence of chunks, the order in which the producer
- * fills them and the consumers' loops (ch_chunks) take them: product pi,
- * its tile i, chunk j of part q. */
+/* A place in block b's sequence of chunks (its products in order, its
+ * tiles of each in order, each tile's chunks in ch_chunk_next's order):
+ * product pi, its tile i, chunk j of part q. The consumers' loops take the
+ * same sequence. */
 struct ch_cur {
     int pi, i, j, q;
 };
@@ -162,17 +186,8 @@ static __device__ int ch_next(const ch_args &a, int b, int G, ch_cur &c)
     if (c.pi < 0) c = ch_cur{0, ch_first_tile(a.p[0], b, G), 0, -1};
     while (c.pi < a.n) {
         const ch_prod &p = a.p[c.pi];
-        const int nb = p.K / MMA_KB, maxlen = (nb + MMA_PARTS - 1) / MMA_PARTS;
-        while (c.i < p.tiles) {
-            for (;;) {
-                if (++c.q == MMA_PARTS) {
-                    c.q = 0;
-                    if (++c.j * CH_CHUNK >= maxlen) break;
-                }
-                if (c.j * CH_CHUNK < mma_part(nb, c.q + 1) - mma_part(nb, c.q)) return 1;
-            }
-            c.i += G, c.j = 0, c.q = -1;
-        }
+        for (; c.i < p.tiles; c.i += G, c.j = 0, c.q = -1)
+            if (ch_chunk_next(p.K / MMA_KB, c.j, c.q)) return 1;
         if (++c.pi < a.n) c = ch_cur{c.pi, ch_first_tile(a.p[c.pi], b, G), 0, -1};
     }
     return 0;
@@ -191,9 +206,9 @@ static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i
 static __device__ __forceinline__ const uint16_t *ch_src(const ch_args &a, const ch_cur &c, int r, int *nblk)
 {
     const ch_prod &p = a.p[c.pi];
-    int nb = p.K / MMA_KB, kb0 = mma_part(nb, c.q), len = mma_part(nb, c.q + 1) - kb0, kr = c.j * CH_CHUNK;
-    *nblk = len - kr < CH_CHUNK ? len - kr : CH_CHUNK;
-    return ch_row(p, c.i, r) + (size_t)(kb0 + kr) * MMA_KB;
+    int nb = p.K / MMA_KB, kr;
+    *nblk = ch_span(nb, c.q, c.j, &kr);
+    return ch_row(p, c.i, r) + (size_t)(mma_part(nb, c.q) + kr) * MMA_KB;
 }
 
 template <int NG>
