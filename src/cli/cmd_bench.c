@@ -10,8 +10,9 @@
  * Before each run it measures the STREAM-triad bandwidth on the same threads
  * and reports decode speed as a fraction of that run's ceiling (triad GB/s /
  * weight bytes read per token), median over the runs. --batch B,...: B
- * requests decoding together: the mean iteration time (one forward over B
- * rows) and the aggregate tok/s, against B = 1. With --json the last line is
+ * requests of 16-token prompts generating gen-tokens together: the mean
+ * iteration time, the aggregate tok/s from submission to the last token,
+ * and the aggregate while all B rows decode (best of R each). With --json the last line is
  * one JSON object. The speculation flags are tern generate's: every run
  * then decodes speculatively (the synthetic prompts give an n-gram drafter
  * little to find; a draft model drafts on what the target generates). */
@@ -56,8 +57,27 @@ static void on_done(void *user, const tern_request_result *res)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Runs B identical-shape requests at once and waits for all of them. */
-static tern_status run(tern_engine *e, const int32_t *ids, int P, int G, int B, waiter *w)
+/* One request of a batch run: when each of its tokens came (up to cap). */
+typedef struct {
+    waiter *w;
+    double *t;
+    int n, cap;
+} tracked;
+
+static int on_token_timed(void *user, const tern_token_event *ev)
+{
+    tracked *r = user;
+    (void)ev;
+    if (r->n < r->cap) r->t[r->n] = tern_now();
+    r->n++;
+    return 0;
+}
+
+static void on_done_timed(void *user, const tern_request_result *res) { on_done(((tracked *)user)->w, res); }
+
+/* Runs B identical-shape requests at once and waits for all of them; with
+ * tr ([B]), request b's token times go to tr[b]. */
+static tern_status run(tern_engine *e, const int32_t *ids, int P, int G, int B, waiter *w, tracked *tr)
 {
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
@@ -70,6 +90,10 @@ static tern_status run(tern_engine *e, const int32_t *ids, int P, int G, int B, 
     tern_status st = TERN_OK;
     w->left = B;
     for (int b = 0; b < B && !st; b++) {
+        if (tr) {
+            tr[b].w = w;
+            cb = (tern_request_cb){on_token_timed, NULL, on_done_timed, &tr[b]};
+        }
         st = tern_engine_submit(e, ids + b, P, &o, &cb, NULL);
         if (st) w->left -= B - b;
     }
@@ -90,23 +114,49 @@ static double median(double *v, int n)
     return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0.0;
 }
 
-/* Mean time of the decode iterations of B requests of 16-token prompts. */
-static tern_status batch_step(tern_engine *e, const int32_t *ids, int G, int B, double *iter_s, double *tps)
+/* B requests of 16-token prompts generating G tokens each: the mean time of
+ * the iterations (prompt chunks and decode alike), the aggregate tok/s from
+ * submission to the last token (admission and prefill included), and the
+ * steady aggregate: the tokens that came while every request was decoding
+ * (after the last first token, up to the first last token) over that
+ * window's length (0 when the window holds no whole iteration). */
+static tern_status batch_step(tern_engine *e, const int32_t *ids, int G, int B, double *iter_s, double *tps,
+                              double *steady_tps)
 {
     tern_engine_stats a, b;
     waiter w;
-    /* The prompts are admitted and prefilled first (one request each), then
-     * the iterations counted are the decode ones. */
+    *iter_s = *tps = *steady_tps = 0.0;
+    tracked *tr = calloc((size_t)B, sizeof *tr);
+    double *times = malloc((size_t)B * G * sizeof *times);
+    if (!tr || !times) {
+        free(tr), free(times);
+        return tern_error(TERN_E_NOMEM, "bench: out of memory");
+    }
+    for (int r = 0; r < B; r++) tr[r].t = times + (size_t)r * G, tr[r].cap = G;
     tern_engine_get_stats(e, &a);
     double t0 = tern_now();
-    tern_status st = run(e, ids, 16, G, B, &w);
+    tern_status st = run(e, ids, 16, G, B, &w, tr);
     double wall = tern_now() - t0;
     tern_engine_get_stats(e, &b);
-    if (st) return st;
-    uint64_t it = b.iterations - a.iterations;
-    *iter_s = it ? (b.iter_seconds_sum - a.iter_seconds_sum) / (double)it : 0.0;
-    *tps = (double)B * G / wall;
-    return TERN_OK;
+    if (!st) {
+        uint64_t it = b.iterations - a.iterations;
+        *iter_s = it ? (b.iter_seconds_sum - a.iter_seconds_sum) / (double)it : 0.0;
+        *tps = (double)B * G / wall;
+        double from = 0, to = 1e300;
+        for (int r = 0; r < B; r++) {
+            int n = tr[r].n < G ? tr[r].n : G;
+            if (n < 1) continue;
+            if (tr[r].t[0] > from) from = tr[r].t[0];
+            if (tr[r].t[n - 1] < to) to = tr[r].t[n - 1];
+        }
+        long in = 0;
+        for (int r = 0; r < B; r++)
+            for (int k = 0; k < tr[r].n && k < G; k++) in += tr[r].t[k] > from && tr[r].t[k] <= to;
+        *steady_tps = to > from && in >= B ? (double)in / (to - from) : 0.0;
+    }
+    free(tr);
+    free(times);
+    return st;
 }
 
 int tern_cmd_bench(int argc, char **argv)
@@ -189,12 +239,12 @@ int tern_cmd_bench(int argc, char **argv)
         double dev_bw = G ? tern_model_device_bandwidth(m) : 0.0;
         triads[r] = dev_bw > 0 ? dev_bw : G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
         on_gpu = dev_bw > 0;
-        if (run(e, ids, P, 1, 1, &w)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+        if (run(e, ids, P, 1, 1, &w, NULL)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
         tp = w.prefill_s;
         if (G) {
             /* G + 1 tokens: the first comes from the one-token prompt's
              * forward, then G decode steps are timed. */
-            if (run(e, ids, 1, G + 1, 1, &w)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+            if (run(e, ids, 1, G + 1, 1, &w, NULL)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
             td = w.decode_s;
         }
         fracs[r] = G && triads[r] > 0 ? (G / td) / (triads[r] * 1e9 / bytes) : 0.0;
@@ -215,18 +265,25 @@ int tern_cmd_bench(int argc, char **argv)
     char bjson[2048] = "";
     size_t bl = 0;
     for (int i = 0; i < n_batches && G; i++) {
-        double it = 1e30, tps = 0;
+        double it = 1e30, tps = 0, steady = 0;
         for (int r = 0; r < reps; r++) {
-            double a, t;
-            if (batch_step(e, ids, G, batches[i], &a, &t)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
+            double a, t, sd;
+            if (batch_step(e, ids, G, batches[i], &a, &t, &sd)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
             if (a < it) { it = a; tps = t; }
+            if (sd > steady) steady = sd;
         }
         if (i == 0 || batches[i] == 1) it1 = batches[i] == 1 ? it : it1;
-        printf("batch %2d: iteration %.2f ms%s | aggregate %.1f tok/s\n", batches[i], it * 1e3,
-               it1 > 0 ? "" : "", tps);
+        char sd[96] = "no iteration had every row decoding (raise --gen-tokens)", sj[32] = "null";
+        if (steady > 0) {
+            snprintf(sd, sizeof sd, "%.1f tok/s", steady);
+            snprintf(sj, sizeof sj, "%.2f", steady);
+        }
+        printf("batch %2d: iteration %.2f ms | aggregate %.1f tok/s | all rows decoding: %s\n", batches[i], it * 1e3,
+               tps, sd);
         if (it1 > 0) printf("          iteration / B=1 iteration: %.3f\n", it / it1);
-        bl += (size_t)snprintf(bjson + bl, sizeof bjson - bl, "%s{\"batch\": %d, \"iteration_ms\": %.3f, \"aggregate_tps\": %.2f}",
-                               i ? ", " : "", batches[i], it * 1e3, tps);
+        bl += (size_t)snprintf(bjson + bl, sizeof bjson - bl,
+                               "%s{\"batch\": %d, \"iteration_ms\": %.3f, \"aggregate_tps\": %.2f, \"steady_tps\": %s}",
+                               i ? ", " : "", batches[i], it * 1e3, tps, sj);
         if (bl >= sizeof bjson) bl = sizeof bjson - 1;
     }
     if (json)
