@@ -229,19 +229,19 @@ void ops_chain(void)
     check_case(2048, 8192, 2560, 1, 0, 740);  /* one product */
     check_case(2048, 8192, 2560, 2, 0, 750);  /* two */
     check_case(2560, 9728, 4096, 4, 0, 760);  /* parts of 10 blocks (o), 38 (down): partial chunks */
-    /* the smallest ring, and two consumer groups a block */
+    /* the smallest ring and one a slot smaller than the default, then two
+     * groups a block (two slots a warp) */
     int was = tern_cuda_set_chain_ring(ops_cuda, 2);
     check_case(288, 2080, 100, 4, 0, 770);
+    check_case(4096, 12288, 6144, 4, 0, 775);
+    tern_cuda_set_chain_ring(ops_cuda, 3);
+    check_case(2560, 9728, 4096, 4, 0, 778);
     tern_cuda_set_chain_ring(ops_cuda, was);
     int gw = tern_cuda_set_chain_groups(ops_cuda, 2);
     check_case(4096, 12288, 6144, 4, 0, 780);
     check_case(96, 4128, 36, 4, 1, 790);
+    check_case(288, 2080, 100, 4, 0, 795);
     tern_cuda_set_chain_groups(ops_cuda, gw);
-    /* the producer prefetching into the L2 while its ring is full */
-    int la = tern_cuda_set_chain_l2ahead(ops_cuda, 16);
-    check_case(4096, 12288, 6144, 4, 0, 800);
-    check_case(288, 2080, 100, 4, 0, 810);
-    tern_cuda_set_chain_l2ahead(ops_cuda, la);
 }
 
 /* ops_test --chain: the decode layer's four products as one chain against
@@ -299,26 +299,28 @@ void ops_time_chain_kernel(void)
     tern_cuda_free(ops_cuda, sink);
     static const struct {
         const char *what;
-        int chain, groups, l2ahead, nowait;
+        int chain, groups, ring, timing;
     } v[] = {{"four kernels", 0, 1, 0, 0},
              {"one chain kernel", 1, 1, 0, 0},
+             {"one chain kernel, 3 slots a warp", 1, 1, 3, 0},
+             {"one chain kernel, 2 slots a warp", 1, 1, 2, 0},
              {"one chain kernel, two groups", 1, 2, 0, 0},
-             {"one chain kernel, L2 prefetch 8 chunks ahead", 1, 1, 8, 0},
-             {"one chain kernel, L2 prefetch 24 chunks ahead", 1, 1, 24, 0},
-             {"one chain kernel, no waits (stream alone, values wrong)", 1, 1, 0, 1}};
+             {"one chain kernel, no waits (values wrong)", 1, 1, 0, 1},
+             {"one chain kernel, stream and waits alone (values wrong)", 1, 1, 0, 2},
+             {"one chain kernel, stream alone (values wrong)", 1, 1, 0, 3}};
     for (int r = 0; r < 2; r++)
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
             lay_queue q = {&ly, v[k].chain, sync, err};
             int gw = tern_cuda_set_chain_groups(ops_cuda, v[k].groups);
-            int la = tern_cuda_set_chain_l2ahead(ops_cuda, v[k].l2ahead);
-            int nw = tern_cuda_set_chain_nowait(ops_cuda, v[k].nowait);
+            int tw = tern_cuda_set_chain_timing(ops_cuda, v[k].timing);
+            int rw = v[k].ring ? tern_cuda_set_chain_ring(ops_cuda, v[k].ring) : -1;
             float ms = 0;
             if (ops_graph(queue_layers, &q, 2, 5, &ms))
                 printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n", v[k].what, ms * 1e3 / OPS_LAYERS,
                        mb / 1e3 / (ms / 1e3 / OPS_LAYERS));
             tern_cuda_set_chain_groups(ops_cuda, gw);
-            tern_cuda_set_chain_l2ahead(ops_cuda, la);
-            tern_cuda_set_chain_nowait(ops_cuda, nw);
+            tern_cuda_set_chain_timing(ops_cuda, tw);
+            if (rw >= 0) tern_cuda_set_chain_ring(ops_cuda, rw);
         }
     unsigned e = 0;
     ops_get(&e, err, 4);

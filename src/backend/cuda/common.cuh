@@ -29,12 +29,11 @@ struct tern_cuda {
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */
     int pro_reg;             /* TERN_CUDA_PRO_REG (default 1): the attention prologue kernel with a head in registers (rowops.cu) */
-    int chain_ring;          /* TERN_CUDA_CHAIN_RING (default 15): the chain's most ring slots, 0 no chain (chain.cu) */
-    int chain_groups;        /* TERN_CUDA_CHAIN_GROUPS (default 1): its consumer groups a block, 1 or 2 */
-    int chain_smem;          /* TERN_CUDA_CHAIN_SMEM (default 180 KiB): its most shared memory a block */
+    int chain_ring;          /* TERN_CUDA_CHAIN_RING (default 4): the chain's most ring slots a warp, 0 no chain (chain.cu) */
+    int chain_groups;        /* TERN_CUDA_CHAIN_GROUPS (default 1): its groups of eight warps a block, 1 or 2 */
+    int chain_smem;          /* TERN_CUDA_CHAIN_SMEM (default 200 KiB): its most shared memory a block */
     int chain_trig;          /* TERN_CUDA_CHAIN_TRIG (default 1): the chain lets the next kernel launch at its start */
-    int chain_l2ahead;       /* TERN_CUDA_CHAIN_L2AHEAD (default 0): chunks its producer prefetches into L2 ahead */
-    int chain_nowait;        /* tern_cuda_set_chain_nowait: timing only, the chain's products wait for nothing */
+    int chain_timing;        /* tern_cuda_set_chain_timing: timing only (wrong values), 1 no waits, 2 no arithmetic */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;

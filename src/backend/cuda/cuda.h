@@ -359,19 +359,20 @@ int tern_cuda_chain_takes(const tern_cuda *c, int K);
 /* 1 when BF16 products of width K run on the tensor cores (mma.cuh), the
  * arithmetic the chain shares. */
 int tern_cuda_mma_bf16(const tern_cuda *c, int K);
-/* The chain's most ring slots (0: no chain); returns the previous value. */
+/* The chain's most ring slots a warp (0: no chain); returns the previous
+ * value. */
 int tern_cuda_set_chain_ring(tern_cuda *c, int ring);
-/* Its consumer groups a block (1 or 2: two tiles at a time, the same
- * bits); returns the previous value. */
+/* Its groups of eight warps a block (1 or 2: two tiles at a time, the
+ * same bits); returns the previous value. */
 int tern_cuda_set_chain_groups(tern_cuda *c, int groups);
-/* Chunks (8 KiB) the chain's producer may prefetch into the L2 past the
- * next it fills, while that slot is not free (0: none, the default;
- * TERN_CUDA_CHAIN_L2AHEAD at open); the same bits. Returns the previous. */
-int tern_cuda_set_chain_l2ahead(tern_cuda *c, int chunks);
-/* For timing the stream alone (ops_test --chain): with on set, a chain's
- * products do not wait for the previous product's blocks, so its values
- * are WRONG. Returns the previous setting. */
-int tern_cuda_set_chain_nowait(tern_cuda *c, int on);
+/* The chain's most shared memory a block in bytes (at most 227 KiB);
+ * returns the previous value. */
+int tern_cuda_set_chain_smem(tern_cuda *c, int bytes);
+/* For timing the parts of a chain (ops_test --chain); its values are then
+ * WRONG. flags 1: no product waits for the previous product's blocks;
+ * 2: the weights are streamed but not multiplied; 0: normal. Returns the
+ * previous flags. */
+int tern_cuda_set_chain_timing(tern_cuda *c, int flags);
 tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod *prods, int n, unsigned *d_sync,
                             unsigned *d_err);
 size_t tern_cuda_chain_sync_bytes(void);

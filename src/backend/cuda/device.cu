@@ -77,13 +77,11 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * start streaming weights while the attention runs. */
     const char *cr = getenv("TERN_CUDA_CHAIN_RING"), *cg = getenv("TERN_CUDA_CHAIN_GROUPS");
     const char *cs = getenv("TERN_CUDA_CHAIN_SMEM"), *ct = getenv("TERN_CUDA_CHAIN_TRIG");
-    c->chain_ring = cr ? atoi(cr) : 15;
+    c->chain_ring = cr ? atoi(cr) : 4;
     c->chain_groups = cg && atoi(cg) == 2 ? 2 : 1;
-    c->chain_smem = cs ? atoi(cs) * 1024 : 180 * 1024;
+    c->chain_smem = cs ? atoi(cs) * 1024 : 200 * 1024;
     if (c->chain_smem > 227 * 1024) c->chain_smem = 227 * 1024;
     c->chain_trig = ct ? atoi(ct) : 1;
-    const char *cl = getenv("TERN_CUDA_CHAIN_L2AHEAD");
-    c->chain_l2ahead = cl && atoi(cl) > 0 ? atoi(cl) : 0;
     snprintf(c->desc, sizeof c->desc, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
              p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -374,16 +372,16 @@ extern "C" int tern_cuda_set_chain_groups(tern_cuda *c, int groups)
     return was;
 }
 
-extern "C" int tern_cuda_set_chain_nowait(tern_cuda *c, int on)
+extern "C" int tern_cuda_set_chain_smem(tern_cuda *c, int bytes)
 {
-    int was = c->chain_nowait;
-    c->chain_nowait = on != 0;
+    int was = c->chain_smem;
+    c->chain_smem = bytes > 227 * 1024 ? 227 * 1024 : bytes;
     return was;
 }
 
-extern "C" int tern_cuda_set_chain_l2ahead(tern_cuda *c, int chunks)
+extern "C" int tern_cuda_set_chain_timing(tern_cuda *c, int flags)
 {
-    int was = c->chain_l2ahead;
-    c->chain_l2ahead = chunks > 0 ? chunks : 0;
+    int was = c->chain_timing;
+    c->chain_timing = flags & 3;
     return was;
 }
