@@ -24,38 +24,18 @@ __device__ __forceinline__ void mb_arrive(uint64_t *bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
-/* 1 once the barrier's phase of this parity has completed (parity 1 of a
- * fresh barrier: at once); the try may suspend the thread a while. */
-__device__ __forceinline__ uint32_t mb_try(uint32_t bar_smem, unsigned parity)
-{
-    uint32_t done;
-    asm volatile("{\n\t.reg .pred p;\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done)
-                 : "r"(bar_smem), "r"(parity)
-                 : "memory");
-    return done;
-}
-
-/* The same without waiting: 1 if that phase has completed now. */
-__device__ __forceinline__ uint32_t mb_test(uint32_t bar_smem, unsigned parity)
-{
-    uint32_t done;
-    asm volatile("{\n\t.reg .pred p;\n\t"
-                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done)
-                 : "r"(bar_smem), "r"(parity)
-                 : "memory");
-    return done;
-}
-
-/* Until the barrier's phase of this parity has completed. */
+/* Until the barrier's phase of this parity has completed (parity 1 of a
+ * fresh barrier: at once). */
 __device__ __forceinline__ void mb_wait(uint64_t *bar, unsigned parity)
 {
     uint32_t done = 0, a = smem_u32(bar);
-    while (!done) done = mb_try(a, parity);
+    while (!done)
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
 }
 
 /* The box at (element k, row r) of map into dst, counted on bar. */
