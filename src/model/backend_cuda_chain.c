@@ -18,8 +18,8 @@ tern_status cuda_chain_setup(tern_model *m)
     const tern_model_config *c = &m->cfg;
     cuda_model *d = cm(m);
     d->chain_ok = 0;
-    /* Off unless asked for (TERN_CUDA_CHAIN=1) until it has been measured
-     * on a device. */
+    /* Off unless asked for (TERN_CUDA_CHAIN=1): measured slower than the
+     * one-product kernels on an H100 (docs/BENCHMARKS.md). */
     const char *e = getenv("TERN_CUDA_CHAIN");
     if (!e || strcmp(e, "1")) return TERN_OK;
     /* The one-row path the chain stands in for: float32 activations, both
