@@ -222,6 +222,9 @@ void ops_chain(void)
         return;
     }
     chain_refusals();
+    /* one group a block, then the smallest rings, then two groups (the
+     * default) */
+    int g1 = tern_cuda_set_chain_groups(ops_cuda, 1);
     check_case(4096, 12288, 6144, 4, 0, 700); /* the Qwen3-8B decode layer */
     check_case(64, 128, 192, 4, 0, 710);      /* K of 2 blocks: six of eight parts empty */
     check_case(288, 2080, 100, 4, 0, 720);    /* 9 and 65 blocks: uneven parts; q/k/v's last tile past N */
@@ -229,29 +232,19 @@ void ops_chain(void)
     check_case(2048, 8192, 2560, 1, 0, 740);  /* one product */
     check_case(2048, 8192, 2560, 2, 0, 750);  /* two */
     check_case(2560, 9728, 4096, 4, 0, 760);  /* parts of 10 blocks (o), 38 (down): partial chunks */
-    /* one group a block, with the most slots that fit, the smallest ring,
-     * three slots, and chunks of 16 blocks; then two groups at the
-     * smallest ring */
-    int gw = tern_cuda_set_chain_groups(ops_cuda, 1);
-    check_case(4096, 12288, 6144, 4, 0, 765);
-    check_case(96, 4128, 36, 4, 1, 766);
+    /* the smallest ring and one a slot smaller than the default, then two
+     * groups a block (two slots a warp) */
     int was = tern_cuda_set_chain_ring(ops_cuda, 2);
     check_case(288, 2080, 100, 4, 0, 770);
     check_case(4096, 12288, 6144, 4, 0, 775);
     tern_cuda_set_chain_ring(ops_cuda, 3);
     check_case(2560, 9728, 4096, 4, 0, 778);
     tern_cuda_set_chain_ring(ops_cuda, was);
-    int cw = tern_cuda_set_chain_chunk(ops_cuda, 16);
-    check_case(4096, 12288, 6144, 4, 0, 781);
-    check_case(288, 2080, 100, 4, 0, 782);
-    check_case(2560, 9728, 4096, 4, 0, 783);
-    tern_cuda_set_chain_chunk(ops_cuda, cw);
     tern_cuda_set_chain_groups(ops_cuda, 2);
-    was = tern_cuda_set_chain_ring(ops_cuda, 2);
     check_case(4096, 12288, 6144, 4, 0, 780);
+    check_case(96, 4128, 36, 4, 1, 790);
     check_case(288, 2080, 100, 4, 0, 795);
-    tern_cuda_set_chain_ring(ops_cuda, was);
-    tern_cuda_set_chain_groups(ops_cuda, gw);
+    tern_cuda_set_chain_groups(ops_cuda, g1);
 }
 
 /* ops_test --chain: the decode layer's four products as one chain against
@@ -309,24 +302,21 @@ void ops_time_chain_kernel(void)
     tern_cuda_free(ops_cuda, sink);
     static const struct {
         const char *what;
-        int chain, groups, ring, chunk, timing;
-    } v[] = {{"four kernels", 0, 2, 0, 8, 0},
-             {"one chain kernel (two groups)", 1, 2, 0, 8, 0},
-             {"one chain kernel, one group", 1, 1, 0, 8, 0},
-             {"one chain kernel, one group, chunks of 16 blocks", 1, 1, 0, 16, 0},
-             {"one chain kernel, no waits (values wrong)", 1, 2, 0, 8, 1},
-             {"one chain kernel, stream and waits alone (values wrong)", 1, 2, 0, 8, 2},
-             {"one chain kernel, stream alone (values wrong)", 1, 2, 0, 8, 3},
-             {"one chain kernel, one group, 4 slots: stream alone (values wrong)", 1, 1, 4, 8, 3},
-             {"one chain kernel, one group, 2 slots: stream alone (values wrong)", 1, 1, 2, 8, 3},
-             {"one chain kernel, one group, chunks of 16: stream alone (values wrong)", 1, 1, 0, 16, 3}};
+        int chain, groups, ring, timing;
+    } v[] = {{"four kernels", 0, 1, 0, 0},
+             {"one chain kernel", 1, 1, 0, 0},
+             {"one chain kernel, 3 slots a warp", 1, 1, 3, 0},
+             {"one chain kernel, 2 slots a warp", 1, 1, 2, 0},
+             {"one chain kernel, two groups", 1, 2, 0, 0},
+             {"one chain kernel, no waits (values wrong)", 1, 1, 0, 1},
+             {"one chain kernel, stream and waits alone (values wrong)", 1, 1, 0, 2},
+             {"one chain kernel, stream alone (values wrong)", 1, 1, 0, 3}};
     for (int r = 0; r < 2; r++)
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
             lay_queue q = {&ly, v[k].chain, sync, err};
             int gw = tern_cuda_set_chain_groups(ops_cuda, v[k].groups);
             int tw = tern_cuda_set_chain_timing(ops_cuda, v[k].timing);
             int rw = v[k].ring ? tern_cuda_set_chain_ring(ops_cuda, v[k].ring) : -1;
-            int cw = tern_cuda_set_chain_chunk(ops_cuda, v[k].chunk);
             float ms = 0;
             if (ops_graph(queue_layers, &q, 2, 5, &ms))
                 printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n", v[k].what, ms * 1e3 / OPS_LAYERS,
@@ -334,7 +324,6 @@ void ops_time_chain_kernel(void)
             tern_cuda_set_chain_groups(ops_cuda, gw);
             tern_cuda_set_chain_timing(ops_cuda, tw);
             if (rw >= 0) tern_cuda_set_chain_ring(ops_cuda, rw);
-            tern_cuda_set_chain_chunk(ops_cuda, cw);
         }
     unsigned e = 0;
     ops_get(&e, err, 4);

@@ -9,8 +9,8 @@
  * end (the tail), 144 times a token at the Qwen3-8B shape. Here each
  * multiprocessor holds one block of eight warps a group (one or two
  * groups). Warp q of a group owns part q of K of every tile the group
- * takes, and streams its own chunks (8 weight rows by CB = 8 or 16
- * blocks of 32 elements) product after product into a private ring of shared-memory
+ * takes, and streams its own chunks (8 weight rows by 8 blocks of 32
+ * elements) product after product into a private ring of shared-memory
  * slots with cp.async, RW - 1 chunks ahead of the one it multiplies. The
  * weights depend on nothing, so the stream runs on through the wait for a
  * product's input for as long as those chunks last. A product's x is the
@@ -43,13 +43,10 @@
  * are then wrong, and the caller reports the error) rather than hang. */
 #include "backend/cuda/mma.cuh"
 
-/* A chunk: CB 32-element blocks of each of a tile's 8 weight rows; a
- * slot's row is padded by 64 bytes (the rows of a quarter warp's reads in
- * distinct banks). */
-__host__ __device__ constexpr int ch_rowb(int cb) { return cb * 64 + 64; }
-__host__ __device__ constexpr int ch_slot(int cb) { return 8 * ch_rowb(cb); }
-
 enum {
+    CH_CHUNK = 8,                   /* 32-element blocks of a chunk */
+    CH_ROWB = CH_CHUNK * 64 + 64,   /* bytes of a slot's row (padded: the rows of a quarter warp's reads in distinct banks) */
+    CH_SLOT = 8 * CH_ROWB,
     CH_GROUP = 32 * MMA_PARTS,      /* threads of a group */
     CH_FIN = TERN_CUDA_CHAIN_MAX,   /* the sync words: a count per product, then the finished blocks */
     CH_BAR_ALL = 1,                 /* named barriers: every warp; group g: CH_BAR_GROUP + g */
@@ -146,11 +143,11 @@ static __device__ int ch_seek(const ch_args &a, int b, int G, int grp, int q, ch
 }
 
 /* Moves c to the warp's next chunk; 0 past its last. */
-template <int NG, int CB>
+template <int NG>
 static __device__ int ch_step(const ch_args &a, int b, int G, int grp, int q, ch_wc &c)
 {
     const int nb = a.p[c.pi].K / MMA_KB;
-    if ((c.j + 1) * CB < mma_part(nb, q + 1) - mma_part(nb, q)) {
+    if ((c.j + 1) * CH_CHUNK < mma_part(nb, q + 1) - mma_part(nb, q)) {
         c.j++;
         return 1;
     }
@@ -168,32 +165,26 @@ static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i
 }
 
 /* The warp's chunk c of part q into slot dst by cp.async (a lane the
- * 16-byte pieces lane, lane + 32, ... of each row; rows of dst
- * ch_rowb(CB) apart). */
-template <int CB>
+ * 16-byte piece `lane` of each row; rows of dst CH_ROWB apart). */
 static __device__ __forceinline__ void ch_issue(const ch_args &a, const ch_wc &c, int q, int lane, unsigned char *dst)
 {
     const ch_prod &p = a.p[c.pi];
-    const int nb = p.K / MMA_KB, kb = mma_part(nb, q) + c.j * CB, left = mma_part(nb, q + 1) - kb;
-    const int pieces = 4 * (left < CB ? left : CB);
+    const int nb = p.K / MMA_KB, kb = mma_part(nb, q) + c.j * CH_CHUNK, left = mma_part(nb, q + 1) - kb;
+    const int pieces = 4 * (left < CH_CHUNK ? left : CH_CHUNK);
+    if (lane >= pieces) return;
 #pragma unroll
-    for (int r = 0; r < 8; r++) {
-        const uint16_t *src = ch_row(p, c.i, r) + (size_t)kb * MMA_KB;
-#pragma unroll
-        for (int e = lane; e < 4 * CB; e += 32)
-            if (e < pieces) cp16(dst + r * ch_rowb(CB) + 16 * e, src + 8 * e, true);
-    }
+    for (int r = 0; r < 8; r++) cp16(dst + r * CH_ROWB + 16 * lane, ch_row(p, c.i, r) + (size_t)kb * MMA_KB + 8 * lane, true);
 }
 
-template <int NG, int RW, int CB>
+template <int NG, int RW>
 __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_constant__ ch_args a)
 {
     extern __shared__ __align__(128) unsigned char ch_buf[];
     const int G = gridDim.x, b = blockIdx.x;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int grp = warp / MMA_PARTS, q = warp % MMA_PARTS, g = lane >> 2, t = lane & 3;
-    unsigned char *ring = ch_buf + (size_t)warp * RW * ch_slot(CB); /* this warp's slots */
-    uint4 *sx = reinterpret_cast<uint4 *>(ch_buf + (size_t)NG * MMA_PARTS * RW * ch_slot(CB)); /* [part][block][t][hi, lo] */
+    unsigned char *ring = ch_buf + (size_t)warp * RW * CH_SLOT; /* this warp's slots */
+    uint4 *sx = reinterpret_cast<uint4 *>(ch_buf + (size_t)NG * MMA_PARTS * RW * CH_SLOT); /* [part][block][t][hi, lo] */
     float *part = reinterpret_cast<float *>(sx + (size_t)a.pmax * MMA_PARTS * 8); /* [group][2][part][8] */
     float *ssq = part + NG * 2 * MMA_PARTS * 8;                                   /* [part] */
     if (a.trig) {
@@ -210,8 +201,8 @@ __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_con
 #pragma unroll
     for (int s = 0; s < RW - 1; s++) {
         if (iok) {
-            ch_issue<CB>(a, ic, q, lane, ring + (size_t)islot * ch_slot(CB));
-            iok = ch_step<NG, CB>(a, b, G, grp, q, ic);
+            ch_issue(a, ic, q, lane, ring + (size_t)islot * CH_SLOT);
+            iok = ch_step<NG>(a, b, G, grp, q, ic);
         }
         cp_commit();
         islot++;
@@ -238,7 +229,6 @@ __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_con
              * blocks g, g + 8, ... of the part; the norm's sum of squares by
              * lane t of row 0 over the part's blocks in order (the one-row
              * kernel's order). */
-#pragma unroll 4
             for (int kr = g; kr < len; kr += 8) {
                 int k = (kb0 + kr) * MMA_KB + 8 * t;
                 float v[8];
@@ -252,9 +242,6 @@ __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_con
             }
             float ss = 0.0f;
             if (p.nw && g == 0) {
-                /* unrolled so that the loads are in flight together; the
-                 * additions keep their order */
-#pragma unroll 8
                 for (int kr = 0; kr < len; kr++) {
                     float v[8];
                     ch_x8(p.x + (kb0 + kr) * MMA_KB + 8 * t, v);
@@ -269,23 +256,19 @@ __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_con
         for (int i = first; i < p.tiles; i += G, mine++) {
             if (mine % NG != grp) continue;
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            /* the residual this tile adds to, read before its weights are
-             * multiplied (no block writes this tile's rows but this one) */
-            const bool ylane = q == 0 && lane < 8 && 8 * i + lane < p.N && p.mode == TERN_CUDA_CH_ADD;
-            const float yold = ylane ? __ldcg(p.y + 8 * i + lane) : 0.0f;
-            for (int kr = 0; kr < len; kr += CB) {
+            for (int kr = 0; kr < len; kr += CH_CHUNK) {
                 /* the chunk RW - 1 ahead into the slot the last one freed */
                 if (iok) {
-                    ch_issue<CB>(a, ic, q, lane, ring + (size_t)islot * ch_slot(CB));
-                    iok = ch_step<NG, CB>(a, b, G, grp, q, ic);
+                    ch_issue(a, ic, q, lane, ring + (size_t)islot * CH_SLOT);
+                    iok = ch_step<NG>(a, b, G, grp, q, ic);
                 }
                 cp_commit();
                 if (++islot == RW) islot = 0;
                 cp_wait<RW - 1>();
                 __syncwarp();
-                const int nblk = len - kr < CB ? len - kr : CB;
+                const int nblk = len - kr < CH_CHUNK ? len - kr : CH_CHUNK;
                 if (!(a.timing & 2)) {
-                    const unsigned char *w = ring + (size_t)slot * ch_slot(CB) + g * ch_rowb(CB) + 16 * t;
+                    const unsigned char *w = ring + (size_t)slot * CH_SLOT + g * CH_ROWB + 16 * t;
                     const uint4 *xs = sx + (((size_t)q * a.pmax + kr) * 4 + t) * 2;
 #pragma unroll 4
                     for (int u = 0; u < nblk; u++) {
@@ -324,7 +307,7 @@ __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_con
                     int n = 8 * i + lane;
                     float v = mma_fold(pp + lane, 8);
                     if (p.nw) v = __fmul_rn(v, inv);
-                    p.y[n] = p.mode == TERN_CUDA_CH_ADD ? __fadd_rn(yold, v) : v;
+                    p.y[n] = p.mode == TERN_CUDA_CH_ADD ? __fadd_rn(__ldcg(p.y + n), v) : v;
                 }
             }
         }
@@ -345,9 +328,9 @@ __global__ void __launch_bounds__(CH_GROUP *NG, 1) chain_kernel(const __grid_con
 
 /* Shared memory of a launch with RW slots a warp and parts of up to pmax
  * blocks. */
-static size_t ch_smem(int ng, int rw, int cb, int pmax)
+static size_t ch_smem(int ng, int rw, int pmax)
 {
-    return (size_t)ng * MMA_PARTS * rw * ch_slot(cb) + (size_t)pmax * MMA_PARTS * 8 * sizeof(uint4) +
+    return (size_t)ng * MMA_PARTS * rw * CH_SLOT + (size_t)pmax * MMA_PARTS * 8 * sizeof(uint4) +
            (size_t)ng * 2 * MMA_PARTS * 8 * sizeof(float) + MMA_PARTS * sizeof(float);
 }
 
@@ -357,28 +340,28 @@ extern "C" size_t tern_cuda_chain_sync_bytes(void) { return 128; }
 
 extern "C" int tern_cuda_chain_takes(const tern_cuda *c, int K)
 {
-    return c->chain_ring >= 2 && K >= MMA_KB && K % MMA_KB == 0 && ch_smem(c->chain_groups, 2, c->chain_chunk, ch_pmax(K)) <= 227 * 1024;
+    return c->chain_ring >= 2 && K >= MMA_KB && K % MMA_KB == 0 && ch_smem(c->chain_groups, 2, ch_pmax(K)) <= 227 * 1024;
 }
 
-template <int NG, int RW, int CB>
+template <int NG, int RW>
 static tern_status ch_launch(tern_cuda *c, const ch_args &a, size_t smem)
 {
     static int ready;
-    auto kern = chain_kernel<NG, RW, CB>;
+    auto kern = chain_kernel<NG, RW>;
     tern_status st = smem_limit_once((const void *)kern, 227 * 1024, &ready, "chain smem");
     if (st) return st;
     return launch(c, "chain", kern, dim3(c->sms), dim3(CH_GROUP * NG), smem, a);
 }
 
-template <int NG, int CB>
+template <int NG>
 static tern_status ch_launch_rw(tern_cuda *c, const ch_args &a, int rw, size_t smem)
 {
     switch (rw) {
-    case 2: return ch_launch<NG, 2, CB>(c, a, smem);
-    case 3: return ch_launch<NG, 3, CB>(c, a, smem);
-    case 4: return ch_launch<NG, 4, CB>(c, a, smem);
-    case 5: return ch_launch<NG, 5, CB>(c, a, smem);
-    default: return ch_launch<NG, 6, CB>(c, a, smem);
+    case 2: return ch_launch<NG, 2>(c, a, smem);
+    case 3: return ch_launch<NG, 3>(c, a, smem);
+    case 4: return ch_launch<NG, 4>(c, a, smem);
+    case 5: return ch_launch<NG, 5>(c, a, smem);
+    default: return ch_launch<NG, 6>(c, a, smem);
     }
 }
 
@@ -413,11 +396,9 @@ extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod 
     /* slots a warp: the most of chain_ring (and CH_RW_MAX) that fit in
      * chain_smem, at least 2 */
     int rw = c->chain_ring < CH_RW_MAX ? c->chain_ring : CH_RW_MAX;
-    const int cb = c->chain_chunk;
-    while (rw > 2 && ch_smem(ng, rw, cb, pmax) > (size_t)c->chain_smem) rw--;
+    while (rw > 2 && ch_smem(ng, rw, pmax) > (size_t)c->chain_smem) rw--;
     a.n = n, a.pmax = pmax, a.trig = c->chain_trig, a.timing = c->chain_timing;
     a.sync = d_sync, a.err = d_err;
-    size_t smem = ch_smem(ng, rw, cb, pmax);
-    if (cb == 16) return ng == 2 ? ch_launch_rw<2, 16>(c, a, rw, smem) : ch_launch_rw<1, 16>(c, a, rw, smem);
-    return ng == 2 ? ch_launch_rw<2, 8>(c, a, rw, smem) : ch_launch_rw<1, 8>(c, a, rw, smem);
+    size_t smem = ch_smem(ng, rw, pmax);
+    return ng == 2 ? ch_launch_rw<2>(c, a, rw, smem) : ch_launch_rw<1>(c, a, rw, smem);
 }

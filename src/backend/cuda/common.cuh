@@ -31,7 +31,6 @@ struct tern_cuda {
     int pro_reg;             /* TERN_CUDA_PRO_REG (default 1): the attention prologue kernel with a head in registers (rowops.cu) */
     int chain_ring;          /* TERN_CUDA_CHAIN_RING (default 4): the chain's most ring slots a warp, 0 no chain (chain.cu) */
     int chain_groups;        /* TERN_CUDA_CHAIN_GROUPS (default 2): its groups of eight warps a block, 1 or 2 */
-    int chain_chunk;         /* TERN_CUDA_CHAIN_CHUNK (default 8): 32-element blocks of a warp's chunk, 8 or 16 */
     int chain_smem;          /* TERN_CUDA_CHAIN_SMEM (default 200 KiB): its most shared memory a block */
     int chain_trig;          /* TERN_CUDA_CHAIN_TRIG (default 1): the chain lets the next kernel launch at its start */
     int chain_timing;        /* tern_cuda_set_chain_timing: timing only (wrong values), 1 no waits, 2 no arithmetic */

@@ -365,9 +365,6 @@ int tern_cuda_set_chain_ring(tern_cuda *c, int ring);
 /* Its groups of eight warps a block (1 or 2: two tiles at a time, the
  * same bits); returns the previous value. */
 int tern_cuda_set_chain_groups(tern_cuda *c, int groups);
-/* The 32-element blocks of a warp's chunk, 8 or 16 (the same bits);
- * returns the previous value. */
-int tern_cuda_set_chain_chunk(tern_cuda *c, int blocks);
 /* The chain's most shared memory a block in bytes (at most 227 KiB);
  * returns the previous value. */
 int tern_cuda_set_chain_smem(tern_cuda *c, int bytes);

@@ -78,9 +78,9 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     const char *cr = getenv("TERN_CUDA_CHAIN_RING"), *cg = getenv("TERN_CUDA_CHAIN_GROUPS");
     const char *cs = getenv("TERN_CUDA_CHAIN_SMEM"), *ct = getenv("TERN_CUDA_CHAIN_TRIG");
     c->chain_ring = cr ? atoi(cr) : 4;
+    /* two groups: a layer's products in 149.5 against 165 us with one
+     * (H100, docs/BENCHMARKS.md) */
     c->chain_groups = cg && atoi(cg) == 1 ? 1 : 2;
-    const char *cc = getenv("TERN_CUDA_CHAIN_CHUNK");
-    c->chain_chunk = cc && atoi(cc) == 16 ? 16 : 8;
     c->chain_smem = cs ? atoi(cs) * 1024 : 200 * 1024;
     if (c->chain_smem > 227 * 1024) c->chain_smem = 227 * 1024;
     c->chain_trig = ct ? atoi(ct) : 1;
@@ -371,13 +371,6 @@ extern "C" int tern_cuda_set_chain_groups(tern_cuda *c, int groups)
 {
     int was = c->chain_groups;
     c->chain_groups = groups == 2 ? 2 : 1;
-    return was;
-}
-
-extern "C" int tern_cuda_set_chain_chunk(tern_cuda *c, int blocks)
-{
-    int was = c->chain_chunk;
-    c->chain_chunk = blocks == 16 ? 16 : 8;
     return was;
 }
 
