@@ -25,14 +25,13 @@ tern_status cuda_chain_setup(tern_model *m)
     /* The one-row path the chain stands in for: float32 activations, both
      * norms folded, BF16 weights on the tensor cores, no q/k/v bias. */
     if (d->act_bf16 || d->fuse != (FOLD_GATE_UP | FOLD_QKV) || c->ffn % 4 ||
-        !tern_cuda_chain_takes(d->c, c->hidden) || !tern_cuda_chain_takes(d->c, c->ffn) ||
-        !tern_cuda_mma_bf16(d->c, c->hidden) || !tern_cuda_mma_bf16(d->c, c->ffn))
+        !tern_cuda_chain_takes(d->c, c->hidden) || !tern_cuda_chain_takes(d->c, c->ffn))
         return TERN_OK;
     for (int l = 0; l < c->n_layers; l++) {
         const tern_layer *L = &m->layers[l];
         if (d->layers[l].bias || L->wq.dt != TERN_DT_BF16 || L->wo.dt != TERN_DT_BF16 ||
             L->mlp.gate.dt != TERN_DT_BF16 || L->mlp.down.dt != TERN_DT_BF16 || L->wo.cols != c->n_heads * c->head_dim ||
-            !tern_cuda_chain_takes(d->c, L->wo.cols) || !tern_cuda_mma_bf16(d->c, L->wo.cols))
+            !tern_cuda_chain_takes(d->c, L->wo.cols))
             return TERN_OK;
     }
     size_t bytes = (size_t)chain_slots(m) * tern_cuda_chain_sync_bytes() + 256;

@@ -218,7 +218,7 @@ static void chain_refusals(void)
 void ops_chain(void)
 {
     if (!tern_cuda_chain_takes(ops_cuda, 64)) {
-        printf("chain: off (TERN_CUDA_CHAIN_RING=0)\n");
+        printf("chain: off (TERN_CUDA_CHAIN_RING=0 or TERN_CUDA_MMA=0)\n");
         return;
     }
     chain_refusals();

@@ -340,7 +340,9 @@ extern "C" size_t tern_cuda_chain_sync_bytes(void) { return 128; }
 
 extern "C" int tern_cuda_chain_takes(const tern_cuda *c, int K)
 {
-    return c->chain_ring >= 2 && K >= MMA_KB && K % MMA_KB == 0 && ch_smem(c->chain_groups, 2, ch_pmax(K)) <= 227 * 1024;
+    /* the products it stands in for run on the tensor cores (its bits are theirs) */
+    return c->chain_ring >= 2 && tern_cuda_mma_takes(c, TERN_DT_BF16, K) &&
+           ch_smem(c->chain_groups, 2, ch_pmax(K)) <= 227 * 1024;
 }
 
 template <int NG, int RW>

@@ -323,11 +323,11 @@ size_t tern_cuda_summary_count_bytes(int n);
 /* ---- the one-row product chain (chain.cu) ------------------------------- */
 
 /* The products a decode step at batch 1 runs between two attentions, in
- * one persistent kernel: one block a multiprocessor streams its share of
- * every product's weights into a ring of shared-memory slots by the copy
- * engine while its consumer warps wait for the previous product's output
- * (every block's count in d_sync), so the weight stream need not stop at a
- * product's start or end. Each output has the bits of the one-row product
+ * one persistent kernel: one block a multiprocessor, each of its warps
+ * streaming its share of every product's weights into its own ring of
+ * shared-memory slots (cp.async) while the block waits for the previous
+ * product's output (every block's count in d_sync), so the weight stream
+ * need not stop at a product's start or end. Each output has the bits of the one-row product
  * (tern_cuda_matmul, _matmul_norm, _gate_up_norm at M = 1 with float32
  * activations, BF16 weights), so those of any M. The first product's x is
  * the previous kernel's output (the kernel waits for it); product i > 0
@@ -353,12 +353,11 @@ typedef struct {
     float *d_y;           /* [N] */
     int mode;             /* TERN_CUDA_CH_* */
 } tern_cuda_chain_prod;
-/* 1 when products of width K can be in a chain on c (K a multiple of 32;
- * TERN_CUDA_CHAIN_RING=0 at open turns the chain off). */
+/* 1 when BF16 products of width K can be in a chain on c: K a multiple of
+ * 32 whose one-row products run on the tensor cores (mma.cuh, whose bits
+ * the chain keeps; not with TERN_CUDA_MMA=0), and the chain on
+ * (TERN_CUDA_CHAIN_RING=0 at open turns it off). */
 int tern_cuda_chain_takes(const tern_cuda *c, int K);
-/* 1 when BF16 products of width K run on the tensor cores (mma.cuh), the
- * arithmetic the chain shares. */
-int tern_cuda_mma_bf16(const tern_cuda *c, int K);
 /* The chain's most ring slots a warp (0: no chain); returns the previous
  * value. */
 int tern_cuda_set_chain_ring(tern_cuda *c, int ring);

@@ -70,11 +70,11 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     /* The warpgroup-MMA GEMM (the default) gives the mma.sync GEMM's bits:
      * H200, Qwen3-8B shape, prefill of 512 tokens 37.7 against 69.6 ms. */
     c->wgmma = wg ? atoi(wg) : 1;
-    /* The one-row product chain (chain.cu): ring slots of 8.5 KiB up to a
-     * shared-memory budget that leaves room for an attention block beside
-     * a chain block, so that the attention's blocks can start (and stage
-     * their older keys) while the chain runs, and the next chain's blocks
-     * start streaming weights while the attention runs. */
+    /* The one-row product chain (chain.cu): up to chain_ring slots of
+     * 4.5 KiB a warp within chain_smem a block (at the Qwen3-8B shape, two
+     * groups take 2 slots a warp, 193 KiB; one group 4 slots; 180 KiB
+     * leaves room for an attention block beside a chain block, measured no
+     * faster); with chain_trig the next kernel launches at its start. */
     const char *cr = getenv("TERN_CUDA_CHAIN_RING"), *cg = getenv("TERN_CUDA_CHAIN_GROUPS");
     const char *cs = getenv("TERN_CUDA_CHAIN_SMEM"), *ct = getenv("TERN_CUDA_CHAIN_TRIG");
     c->chain_ring = cr ? atoi(cr) : 4;

@@ -328,5 +328,3 @@ tern_status tern_cuda_mma_scratch(tern_cuda *c, size_t bytes, void **out)
     *out = c->mma_tmp;
     return TERN_OK;
 }
-
-extern "C" int tern_cuda_mma_bf16(const tern_cuda *c, int K) { return tern_cuda_mma_takes(c, TERN_DT_BF16, K); }
