@@ -12,6 +12,7 @@
 # suite with TERN_DEVICE=cuda, MoE deselected), batch (server batching tests
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
 # bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
+# readpat (ops_test --readpat: the weight stream's rate by the order of its loads),
 # batchbench (tern bench --batch 1,8,32,64), batchsteady (the same with 640 tokens a request, so that
 # every row decodes together for a while: "all rows decoding" is the aggregate decode), benchcuda (build/bench_cuda),
 # benchab (tern bench under each environment of the ;-separated list AB,
@@ -54,6 +55,7 @@ for ph in "$@"; do
   case $ph in
   ops) timeout 300 "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
   opstime) timeout 300 "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
+  readpat) timeout 120 "$D/bin/ops_test" --readpat 2>&1 | grep -E "^readpat|skipped" ;;
   chain) timeout 200 "$D/bin/ops_test" --chain 2>&1 | grep -E "^--|^decode|^read|^chain|skipped" ;;
   ktrace) [ -f "$D/lib/libktrace.so" ] || { echo "no $D/lib/libktrace.so (bundle built without CUPTI)"; continue; }
     CUDA_INJECTION64_PATH=$PWD/$D/lib/libktrace.so TERN_KTRACE=$OUT/ktrace.tsv timeout 150 "$T" bench --device cuda \

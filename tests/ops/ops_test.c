@@ -151,9 +151,9 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short by a time limit keeps its lines */
     int timing = argc > 1 && !strcmp(argv[1], "--time"), chain = argc > 1 && !strcmp(argv[1], "--chain");
     int timeline = argc > 1 && !strcmp(argv[1], "--timeline"), floor_ = argc > 1 && !strcmp(argv[1], "--floor");
-    int atl = argc > 1 && !strcmp(argv[1], "--attn-timeline");
-    if (argc > 1 && !timing && !chain && !timeline && !floor_ && !atl) {
-        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline | --floor | --attn-timeline]\n");
+    int atl = argc > 1 && !strcmp(argv[1], "--attn-timeline"), rpat = argc > 1 && !strcmp(argv[1], "--readpat");
+    if (argc > 1 && !timing && !chain && !timeline && !floor_ && !atl && !rpat) {
+        fprintf(stderr, "usage: ops_test [--time | --chain | --timeline | --floor | --attn-timeline | --readpat]\n");
         return 2;
     }
     if (tern_cuda_open(0, &ops_cuda) != TERN_OK) {
@@ -167,6 +167,8 @@ int main(int argc, char **argv)
         ops_floor();
     } else if (atl) {
         ops_attn_timeline();
+    } else if (rpat) {
+        ops_readpat();
     } else if (chain) {
         ops_time_chain_kernel();
         ops_time_pair();

@@ -388,6 +388,14 @@ tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern_dtype dt, 
  * weight stream) and writes one word per block to d_sink (4096 floats). */
 tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, float *d_sink);
 
+/* The one-row products' weight loads over a [N, K] bf16 matrix at d_w with
+ * no arithmetic (readpat.cu; layout 0: the row-major matrix, 1: each tile
+ * of 8 rows stored 32-element block by block), writing one word per warp to
+ * d_sink (tern_cuda_readpat_sink_floats floats): what the order of the
+ * loads costs the stream (ops_test --readpat). */
+size_t tern_cuda_readpat_sink_floats(tern_cuda *c);
+tern_status tern_cuda_readpat(tern_cuda *c, const void *d_w, long N, int K, int layout, float *d_sink);
+
 #ifdef __cplusplus
 }
 #endif
