@@ -5,7 +5,7 @@
  * The grid is one wave of two blocks of eight warps a multiprocessor, each
  * block taking tiles of 8 rows of a [N, K] bf16 matrix in turn (tile b,
  * b + grid, ...), warp q part q of K's 32-element blocks (mma.cuh's cut),
- * lane (g, t) 16 bytes of each block: batches of 4 blocks, two batches in
+ * lane (g, t) 16 bytes of each block: batches of 8 blocks, two batches in
  * flight, the next tile's first batch before the last one is consumed (the
  * one-row kernel's loop). Where lane (g, t)'s 16 bytes of block kb lie:
  *   layout 0: row 8 tile + g of the row-major matrix, element 32 kb + 8 t
@@ -15,7 +15,7 @@
  *             warp's part of a tile contiguous). */
 #include "backend/cuda/common.cuh"
 
-enum { RP_U = 4, RP_WARPS = 8 };
+enum { RP_U = 8, RP_WARPS = 8 };
 
 template <int LAYOUT>
 __device__ __forceinline__ const char *rp_addr(const char *w, int K, long tile, int g, int t, int kb)
