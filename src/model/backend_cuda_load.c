@@ -160,6 +160,7 @@ void tern_backend_cuda_unload(tern_model *m)
     cuda_graph_abandon(d);
     for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
     cuda_chain_free(d);
+    tern_cuda_tiled_clear(d->c);
     tern_cuda_free(d->c, d->arena);
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);
@@ -252,6 +253,20 @@ tern_status tern_backend_cuda_load(tern_model *m)
             *(k ? &d->layers[l].ffn_nw : &d->layers[l].attn_nw) = at;
             st = upload_f32(d, at, ws[k], c->hidden);
         }
+    }
+    /* TERN_CUDA_TILED=1 (a trial): tiled copies of the bf16 matrices the
+     * one-row products read (tiled.cu) */
+    const char *tw = getenv("TERN_CUDA_TILED");
+    for (int l = 0; !st && tw && !strcmp(tw, "1") && l < c->n_layers; l++) {
+        tern_layer *L = &m->layers[l];
+        if (L->wq.dt != TERN_DT_BF16) break;
+        st = tern_cuda_tile_weight(d->c, d->layers[l].qkv, (long)L->wq.rows + L->wk.rows + L->wv.rows, L->wq.cols);
+        const tern_weight *ws[] = {&L->wo, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
+        for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++)
+            if (ws[i]->dev && ws[i]->dt == TERN_DT_BF16)
+                st = tern_cuda_tile_weight(d->c, ws[i]->dev, ws[i]->rows, ws[i]->cols);
+        if (!st && l == c->n_layers - 1 && m->lm_head.dev && m->lm_head.dt == TERN_DT_BF16)
+            st = tern_cuda_tile_weight(d->c, m->lm_head.dev, m->lm_head.rows, m->lm_head.cols);
     }
     if (st || (st = cuda_dbuf_reserve(d->c, &d->norm_tmp, tern_cuda_norm_tmp_bytes(c->hidden), 0)) ||
         (st = cuda_chain_setup(m)))

@@ -65,6 +65,8 @@ void ops_chain(void);
 void ops_time_chain_kernel(void);
 /* ops_floor.c: one-row products' cost apart from their bytes (--floor). */
 void ops_floor(void);
+/* ops_tiled.c: one-row products over tiled weight copies, checked. */
+void ops_tiled(void);
 /* ops_readpat.c: the weight stream's rate by the order of its loads (--readpat). */
 void ops_readpat(void);
 /* ops_attn_timeline.c: the attention's chain block by block (--attn-timeline). */

@@ -388,6 +388,18 @@ tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern_dtype dt, 
  * weight stream) and writes one word per block to d_sink (4096 floats). */
 tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, float *d_sink);
 
+/* A tiled copy of the bf16 [N, K] matrix at d_w (tiled.cu: each tile of 8
+ * rows stored 32-element block by block; N a multiple of 8, K of 32),
+ * owned by c until tern_cuda_close, which one-row products over d_w then
+ * read when TERN_CUDA_TILED=1 (a trial: the same bits, twice the memory).
+ * A second call for d_w does nothing. Not during a graph capture. */
+tern_status tern_cuda_tile_weight(tern_cuda *c, const void *d_w, long N, int K);
+/* Frees every tiled copy (tern_cuda_free of a matrix frees its own; a
+ * matrix inside a larger allocation needs this before that is freed). */
+void tern_cuda_tiled_clear(tern_cuda *c);
+/* Turns the tiled copies' use on or off (TERN_CUDA_TILED); returns the previous setting. */
+int tern_cuda_set_tiled(tern_cuda *c, int on);
+
 /* The one-row products' weight loads over a [N, K] bf16 matrix at d_w with
  * no arithmetic (readpat.cu; layout 0: the row-major matrix, 1: each tile
  * of 8 rows stored 32-element block by block), writing one word per warp to

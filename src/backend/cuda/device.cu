@@ -56,6 +56,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
+    const char *tw = getenv("TERN_CUDA_TILED");
+    c->tiled_on = tw && !strcmp(tw, "1");
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
@@ -105,10 +107,17 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
+    tern_cuda_tiled_clear(c);
     free(c);
 }
 
 extern "C" void tern_cuda_set_pdl(tern_cuda *c, int on) { c->pdl = on != 0; }
+extern "C" int tern_cuda_set_tiled(tern_cuda *c, int on)
+{
+    int was = c->tiled_on;
+    c->tiled_on = on != 0;
+    return was;
+}
 extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
 {
     int was = c->wgmma;
@@ -168,7 +177,9 @@ extern "C" tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out)
 
 extern "C" void tern_cuda_free(tern_cuda *c, void *d)
 {
-    if (d) cudaFree(d);
+    if (!d) return;
+    if (c && c->n_tiled) tiled_forget(c, d);
+    cudaFree(d);
 }
 
 extern "C" tern_status tern_cuda_upload(tern_cuda *c, void *d_dst, const void *src, size_t bytes)

@@ -38,31 +38,42 @@ struct sk_args {
 
 #define SK_STAMP(slot) TL_STAMP(a.tl, blockIdx.x, slot)
 
+/* Elements between a lane's 16 bytes of consecutive 32-element blocks:
+ * MMA_KB in a row-major matrix, 8 rows' worth in a tiled copy (TILED:
+ * tiled.cu's layout, each tile of 8 rows stored block by block). */
+template <bool TILED> __device__ __forceinline__ constexpr int sk_kstride() { return TILED ? 8 * MMA_KB : MMA_KB; }
+
 /* n loads of 16 bytes per weight stream, blocks kb .. kb + n - 1. */
-template <int NMAT, int U>
+template <int NMAT, int U, bool TILED = false>
 __device__ __forceinline__ void sk_load(uint4 (&buf)[U][NMAT], const uint16_t *const (&wr)[NMAT], int kb, int n)
 {
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (u < n) {
 #pragma unroll
-            for (int j = 0; j < NMAT; j++) buf[u][j] = ld_stream16(wr[j] + (size_t)(kb + u) * MMA_KB);
+            for (int j = 0; j < NMAT; j++) buf[u][j] = ld_stream16(wr[j] + (size_t)(kb + u) * sk_kstride<TILED>());
         }
 }
 
 /* Lane (g, t)'s weight rows of tile tl: row 8 tl + g of each matrix (the
  * last row for rows past N: read, never written), at elements 8t of its
  * blocks. */
-template <int NMAT>
+template <bool TILED>
+__device__ __forceinline__ size_t sk_row_at(int n, int K)
+{
+    return TILED ? (size_t)(n >> 3) * 8 * K + (n & 7) * MMA_KB : (size_t)n * K;
+}
+
+template <int NMAT, bool TILED = false>
 __device__ __forceinline__ void sk_rows_of(const sk_args &a, int tl, int g, int t, const uint16_t *(&wr)[NMAT])
 {
     if (NMAT == 1 && a.ilv) {
-        wr[0] = (g < 4 ? a.w0 : a.w1) + (size_t)(4 * tl + (g & 3)) * a.K + 8 * t;
+        wr[0] = (g < 4 ? a.w0 : a.w1) + sk_row_at<TILED>(4 * tl + (g & 3), a.K) + 8 * t;
         return;
     }
     int n = tl * 8 + g < a.N ? tl * 8 + g : a.N - 1;
 #pragma unroll
-    for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + (size_t)n * a.K + 8 * t;
+    for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + sk_row_at<TILED>(n, a.K) + 8 * t;
 }
 
 /* The start of a warp of the one-row and small-batch kernels: its lane
@@ -74,7 +85,7 @@ struct sk_warp {
     int g, t, q, kb0, len, nfull, ntiles, tile;
 };
 
-template <int NMAT, int U>
+template <int NMAT, int U, bool TILED = false>
 __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&wr)[NMAT], uint4 (&buf)[U][NMAT])
 {
     sk_warp w;
@@ -86,8 +97,8 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
     w.nfull = w.len / U, w.ntiles = (a.N + 7) / 8;
     w.tile = blockIdx.x;
     if (w.tile < w.ntiles) {
-        sk_rows_of<NMAT>(a, w.tile, w.g, w.t, wr);
-        if (w.nfull) sk_load<NMAT, U>(buf, wr, w.kb0, U);
+        sk_rows_of<NMAT, TILED>(a, w.tile, w.g, w.t, wr);
+        if (w.nfull) sk_load<NMAT, U, TILED>(buf, wr, w.kb0, U);
     }
     return w;
 }
@@ -98,28 +109,28 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
  * the same order; then the block's next tile's rows and first batch into
  * bA. Returns that tile (ntiles or past: none). One loop for both
  * kernels. */
-template <int NMAT, int U, class STEP>
+template <int NMAT, int U, class STEP, bool TILED = false>
 __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
                                          uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
     int kb = kb0;
     for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-        if (b + 1 < nfull) sk_load<NMAT, U>(bB, wr, kb + U, U);
+        if (b + 1 < nfull) sk_load<NMAT, U, TILED>(bB, wr, kb + U, U);
         step(bA, kb, U);
-        if (b + 2 < nfull) sk_load<NMAT, U>(bA, wr, kb + 2 * U, U);
+        if (b + 2 < nfull) sk_load<NMAT, U, TILED>(bA, wr, kb + 2 * U, U);
         if (b + 1 < nfull) step(bB, kb + U, U);
     }
     kb = kb0 + nfull * U;
     if (kb < kb0 + len) {
         int rest = kb0 + len - kb;
-        sk_load<NMAT, U>(bB, wr, kb, rest);
+        sk_load<NMAT, U, TILED>(bB, wr, kb, rest);
         step(bB, kb, rest);
     }
     int next = w.tile + gridDim.x;
     if (next < w.ntiles) {
-        sk_rows_of<NMAT>(a, next, w.g, w.t, wr);
-        if (nfull) sk_load<NMAT, U>(bA, wr, kb0, U);
+        sk_rows_of<NMAT, TILED>(a, next, w.g, w.t, wr);
+        if (nfull) sk_load<NMAT, U, TILED>(bA, wr, kb0, U);
     }
     return next;
 }
@@ -283,7 +294,7 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-template <bool LO, int NMAT, bool NORM, int U, int MINB>
+template <bool LO, int NMAT, bool NORM, int U, int MINB, bool TILED = false>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
     __shared__ float part[NMAT][MMA_PARTS][8];
@@ -292,7 +303,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
     SK_STAMP(0);
-    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
+    sk_warp w = sk_start<NMAT, U, TILED>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
     wait_prior_grid();
     SK_STAMP(1);
@@ -347,7 +358,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                     }
                 }
         };
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, step);
+        int next = sk_stream<NMAT, U, decltype(step), TILED>(a, w, wr, bA, bB, step);
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
@@ -399,10 +410,10 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     TL_INFO(a.tl, blockIdx.x, dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32);
 }
 
-template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2>
+template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2, bool TILED = false>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB>;
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB, TILED>;
     static int ready;
     tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
@@ -440,6 +451,19 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
          * 4.683-4.697 against 4.704-4.725 ms; gate/up too, in batches of
          * 4: 4.776-4.798 ms). */
         if (c->sk_x == 5) {
+            /* TERN_CUDA_TILED (a trial, off by default): the same kernel
+             * over the weights' tiled copies (tiled.cu), where every
+             * matrix of the product has one */
+            sk_args ta = a;
+            bool tiled = c->tiled_on && (ta.w0 = (const uint16_t *)tiled_copy(c, a.w0)) &&
+                         (!a.w1 || (ta.w1 = (const uint16_t *)tiled_copy(c, a.w1)));
+            if (tiled) {
+                if (NMAT == 1) return sx_launch<LO, NMAT, NORM, 2, 8, true>(c, ta);
+                if (c->gu_ilv && a.N % 4 == 0) {
+                    ta.N = 2 * a.N, ta.ilv = 1;
+                    return sx_launch<LO, 1, NORM, 2, 8, true>(c, ta);
+                }
+            }
             if (NMAT == 1) return sx_launch<LO, NMAT, NORM, 2, 8>(c, a);
             if (c->gu_ilv && a.N % 4 == 0) {
                 /* TERN_CUDA_GU_ILV (default 1): the pair as one matrix of
