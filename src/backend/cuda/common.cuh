@@ -35,7 +35,7 @@ struct tern_cuda {
     int chain_trig;          /* TERN_CUDA_CHAIN_TRIG (default 1): the chain lets the next kernel launch at its start */
     int chain_timing;        /* tern_cuda_set_chain_timing: timing only (wrong values), 1 no waits, 2 no arithmetic */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
-    int tiled_on;            /* TERN_CUDA_TILED (default 0, a trial): one-row products read their weights' tiled copies (tiled.cu) */
+    int tiled_on;            /* TERN_CUDA_TILED (default 0): one-row products read their weights' tiled copies (tiled.cu) */
     struct tern_cuda_tiled *tiled; /* the copies made (owned), n_tiled of cap_tiled */
     int n_tiled, cap_tiled;
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */

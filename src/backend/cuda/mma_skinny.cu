@@ -451,7 +451,7 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
          * 4.683-4.697 against 4.704-4.725 ms; gate/up too, in batches of
          * 4: 4.776-4.798 ms). */
         if (c->sk_x == 5) {
-            /* TERN_CUDA_TILED (a trial, off by default): the same kernel
+            /* TERN_CUDA_TILED (off by default: twice the memory): the same kernel
              * over the weights' tiled copies (tiled.cu), where every
              * matrix of the product has one */
             sk_args ta = a;

@@ -1,4 +1,4 @@
-/* Tiled copies of bf16 weights (a trial, TERN_CUDA_TILED=1): each tile of
+/* Tiled copies of bf16 weights (TERN_CUDA_TILED=1, off by default): each tile of
  * 8 rows of a [N, K] matrix stored 32-element block by block, so that a
  * warp's 16-byte loads of one block of a tile (lane (g, t): row g,
  * elements 8t .. 8t + 7) are 512 contiguous bytes and a warp's part of K
@@ -7,7 +7,11 @@
  *   (n / 8) 8 K + (k / 32) 256 + (n % 8) 32 + k % 32.
  * The one-row kernel reads such a copy with the same loads into the same
  * registers in the same order (mma_skinny.cu, TILED), so its bits are the
- * row-major kernel's; the copy doubles the matrix's device memory. */
+ * row-major kernel's. The copy doubles the matrix's device memory (the
+ * prefill GEMMs still read the row-major matrix); on an H100 it took a
+ * one-row product over 4.3 GB from 97-98% to 101% of the read kernel's
+ * rate and Qwen3-8B decode from 5.96-6.01 to 5.76 ms a token
+ * (docs/BENCHMARKS.md). */
 #include <stdlib.h>
 
 #include "backend/cuda/mma.cuh"
@@ -40,8 +44,17 @@ extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, const void *d_w, long
         if (!t) return tern_error(TERN_E_NOMEM, "cuda tiled weights: table of %d", cap);
         c->tiled = t, c->cap_tiled = cap;
     }
+    size_t bytes = (size_t)N * K * 2, free_b = 0, total_b = 0;
+    CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "tiled weights: free memory");
+    if (bytes + ((size_t)256 << 20) > free_b)
+        return tern_error(TERN_E_NOMEM, "cuda tiled weights: a [%ld, %d] copy needs %.1f MB, %.1f MB free", N, K,
+                          bytes / 1e6, free_b / 1e6);
     void *d = NULL;
-    CUDA_TRY(cudaMalloc(&d, (size_t)N * K * 2), "tiled weights: allocation");
+    cudaError_t me = cudaMalloc(&d, bytes);
+    if (me != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tern_error(TERN_E_NOMEM, "cuda tiled weights: a [%ld, %d] copy: %s", N, K, cudaGetErrorString(me));
+    }
     tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)d_w, (uint4 *)d, N, K);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
