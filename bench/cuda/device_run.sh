@@ -13,7 +13,7 @@
 # on the GPU), gen (random-weight Qwen3-8B shape, bf16, into /tmp/q8b),
 # bench (tern bench batch 1: prefill 512 + decode 128, 3 runs, twice),
 # readpat (ops_test --readpat: the weight stream's rate by the order of its loads),
-# batchbench (tern bench --batch 1,8,32,64), batchsteady (the same with 640 tokens a request, so that
+# batchbench (tern bench --batch 1,8,32,64), batchsteady (the same with 1024 tokens a request, so that
 # every row decodes together for a while: "all rows decoding" is the aggregate decode), benchcuda (build/bench_cuda),
 # benchab (tern bench under each environment of the ;-separated list AB,
 # by default: defaults, then each decode-pass feature off in turn:
@@ -69,7 +69,7 @@ for ph in "$@"; do
       TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -4
     done ;;
   batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
-  batchsteady) "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 640 --reps 1 --batch 1,8,32,64 2>&1 | grep -E "^batch" ;;
+  batchsteady) "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 1024 --reps 1 --batch 1,8,32,64 2>&1 | grep -E "^batch" ;;
   benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
   benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
     for e in "${vs[@]}"; do
