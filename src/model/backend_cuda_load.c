@@ -91,33 +91,46 @@ static tern_status put(cuda_model *d, size_t *off, const tern_weight *w, const v
 
 /* TERN_CUDA_TILED=1: tiled copies of the bf16 matrices the one-row
  * products read (tiled.cu: the same bits, decode about 4% faster on an
- * H100, twice the weights' device memory). Matrices whose shape the copy
- * does not take stay row-major; when the copies do not fit, none is kept
- * and the model runs as without the option (a note on stderr). */
+ * H100, twice the weights' device memory). tiled_walk tiles (or untiles)
+ * each such matrix whose shape the copy takes (the rest stay row-major),
+ * up to the first failure. */
+static tern_status tile_one(cuda_model *d, const void *dev, tern_dtype dt, long rows, int cols, int tile)
+{
+    if (!dev || dt != TERN_DT_BF16 || rows % 8 || cols % 32) return TERN_OK;
+    if (tile) return tern_cuda_tile_weight(d->c, dev, rows, cols);
+    tern_cuda_untile_weight(d->c, dev);
+    return TERN_OK;
+}
+
+static tern_status tiled_walk(tern_model *m, cuda_model *d, int tile)
+{
+    const tern_weight *h = &m->lm_head;
+    tern_status st = tile_one(d, h->dev, h->dt, h->rows, h->cols, tile);
+    for (int l = 0; l < m->cfg.n_layers && !st; l++) {
+        const tern_layer *L = &m->layers[l];
+        st = tile_one(d, d->layers[l].qkv, L->wq.dt, (long)L->wq.rows + L->wk.rows + L->wv.rows, L->wq.cols, tile);
+        const tern_weight *ws[] = {&L->wo, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
+        for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++)
+            st = tile_one(d, ws[i]->dev, ws[i]->dt, ws[i]->rows, ws[i]->cols, tile);
+    }
+    return st;
+}
+
+/* Makes the copies under TERN_CUDA_TILED=1 and turns their use on; when
+ * they do not fit, none is kept and the model runs as without the option
+ * (a note on stderr). */
 static void tile_weights(tern_model *m, cuda_model *d)
 {
     const char *tw = getenv("TERN_CUDA_TILED");
     if (!tw || strcmp(tw, "1")) return;
-    const tern_model_config *c = &m->cfg;
-    tern_status st = TERN_OK;
-    for (int l = 0; l < c->n_layers && !st; l++) {
-        const tern_layer *L = &m->layers[l];
-        const tern_weight *ws[] = {&L->wo, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
-        long nqkv = (long)L->wq.rows + L->wk.rows + L->wv.rows;
-        if (L->wq.dt == TERN_DT_BF16 && nqkv % 8 == 0 && L->wq.cols % 32 == 0)
-            st = tern_cuda_tile_weight(d->c, d->layers[l].qkv, nqkv, L->wq.cols);
-        for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++)
-            if (ws[i]->dev && ws[i]->dt == TERN_DT_BF16 && ws[i]->rows % 8 == 0 && ws[i]->cols % 32 == 0)
-                st = tern_cuda_tile_weight(d->c, ws[i]->dev, ws[i]->rows, ws[i]->cols);
-    }
-    const tern_weight *h = &m->lm_head;
-    if (!st && h->dev && h->dt == TERN_DT_BF16 && h->rows % 8 == 0 && h->cols % 32 == 0)
-        st = tern_cuda_tile_weight(d->c, h->dev, h->rows, h->cols);
-    if (st) {
+    if (tiled_walk(m, d, 1)) {
         fprintf(stderr, "tern: TERN_CUDA_TILED: %s; the one-row products read the row-major weights\n",
                 tern_last_error());
-        tern_cuda_tiled_clear(d->c);
+        tiled_walk(m, d, 0);
+        return;
     }
+    d->tiled = 1;
+    tern_cuda_set_tiled(d->c, 1);
 }
 
 static size_t arena_need(const tern_model *m, int n_rope)
@@ -191,7 +204,7 @@ void tern_backend_cuda_unload(tern_model *m)
     cuda_graph_abandon(d);
     for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
     cuda_chain_free(d);
-    tern_cuda_tiled_clear(d->c);
+    if (d->tiled) tiled_walk(m, d, 0);
     tern_cuda_free(d->c, d->arena);
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);

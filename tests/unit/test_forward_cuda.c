@@ -7,7 +7,9 @@
  * source. The BF16 models run a second time with the product chain on
  * (TERN_CUDA_CHAIN=1: one-token passes launch their products as chains,
  * tern_cuda_chain), whose one-token steps must give the bits of the
- * prefill without it. Without a usable GPU the test prints why and exits
+ * prefill without it, and a third time with tiled weight copies
+ * (TERN_CUDA_TILED=1: one-row products read the copies, prefill the
+ * row-major matrices), under the same equalities. Without a usable GPU the test prints why and exits
  * 77 (skipped). */
 #include <math.h>
 #include <stdlib.h>
@@ -33,10 +35,13 @@ static float max_diff(const float *a, const float *b, long n)
     return d;
 }
 
-/* chain: load the GPU model with TERN_CUDA_CHAIN=1 and check that its
- * one-token passes take the chain. */
-static void check_model(const char *dir, tern_exec *gpu, tern_precision prec, int chain)
+/* opt CHAIN: load the GPU model with TERN_CUDA_CHAIN=1 and check that its
+ * one-token passes take the chain; TILED: with TERN_CUDA_TILED=1 and check
+ * that its matrices have tiled copies. */
+enum { CHAIN = 1, TILED = 2 };
+static void check_model(const char *dir, tern_exec *gpu, tern_precision prec, int opt)
 {
+    int chain = opt & CHAIN;
     tern_model_opts oc = {.n_threads = 2, .precision = prec, .device = "cpu"};
     tern_model_opts og = {.precision = prec, .exec = gpu};
     tern_model *mc, *mg;
@@ -45,14 +50,17 @@ static void check_model(const char *dir, tern_exec *gpu, tern_precision prec, in
         return;
     }
     if (chain) setenv("TERN_CUDA_CHAIN", "1", 1);
+    if (opt & TILED) setenv("TERN_CUDA_TILED", "1", 1);
     tern_status ls = tern_model_load(dir, &og, &mg);
     if (chain) unsetenv("TERN_CUDA_CHAIN");
+    if (opt & TILED) unsetenv("TERN_CUDA_TILED");
     if (ls != TERN_OK) {
         CHECK_MSG(0, "%s on the GPU: %s", dir, tern_last_error());
         tern_model_free(mc);
         return;
     }
     if (chain) CHECK_MSG(cm(mg)->chain_ok, "%s: the product chain is off", dir);
+    if (opt & TILED) CHECK_MSG(cm(mg)->tiled, "%s: no tiled weight copies", dir);
     int V = tern_model_vocab_size(mc);
     int32_t ids[3][MAXT];
     int lens[3] = {7, 40, 30}; /* together 77 tokens: past the small-batch kernel */
@@ -188,26 +196,30 @@ int main(void)
     }
     const char *shared = check_shared_dir();
     char dir[4096];
-    /* every model without the product chain, then the BF16 ones with it
-     * ("@": under ../shared/fixtures/models, "/": a path as it is) */
+    /* every model without the product chain, then the BF16 ones with it,
+     * then with tiled copies ("@": under ../shared/fixtures/models, "/": a
+     * path as it is) */
     static const struct {
         const char *name;
         tern_precision prec;
-        int chain;
+        int opt;
     } runs[] = {{"llama_f32", TERN_PRECISION_F32, 0},         {"qwen3_f16", TERN_PRECISION_F32, 0},
                 {"qwen3_tied", TERN_PRECISION_F32, 0},        {"qwen2", TERN_PRECISION_F32, 0},
                 {"llama_rope_llama3", TERN_PRECISION_F32, 0}, {"qwen3_rope_yarn", TERN_PRECISION_F32, 0},
                 {"@qwen3", TERN_PRECISION_F32, 0},            {"/models/tern-demo-code-17m", TERN_PRECISION_BF16, 0},
                 {"/models/tern-demo-code-17m", TERN_PRECISION_F32, 0},
-                {"qwen3_tied", TERN_PRECISION_F32, 1},        {"llama_rope_llama3", TERN_PRECISION_F32, 1},
-                {"qwen3_rope_yarn", TERN_PRECISION_F32, 1},   {"@qwen3", TERN_PRECISION_F32, 1},
-                {"/models/tern-demo-code-17m", TERN_PRECISION_F32, 1}};
+                {"qwen3_tied", TERN_PRECISION_F32, CHAIN},    {"llama_rope_llama3", TERN_PRECISION_F32, CHAIN},
+                {"qwen3_rope_yarn", TERN_PRECISION_F32, CHAIN}, {"@qwen3", TERN_PRECISION_F32, CHAIN},
+                {"/models/tern-demo-code-17m", TERN_PRECISION_F32, CHAIN},
+                {"qwen3_tied", TERN_PRECISION_F32, TILED},    {"llama_rope_llama3", TERN_PRECISION_F32, TILED},
+                {"qwen3_rope_yarn", TERN_PRECISION_F32, TILED}, {"@qwen3", TERN_PRECISION_F32, TILED},
+                {"/models/tern-demo-code-17m", TERN_PRECISION_BF16, TILED}};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         const char *n = runs[i].name;
         if (n[0] == '@') snprintf(dir, sizeof dir, "%s/fixtures/models/%s", shared, n + 1);
         else if (n[0] == '/') snprintf(dir, sizeof dir, "%s", n + 1);
         else snprintf(dir, sizeof dir, "tests/fixtures/models/%s", n);
-        check_model(dir, gpu, runs[i].prec, runs[i].chain);
+        check_model(dir, gpu, runs[i].prec, runs[i].opt);
     }
     /* What the backend lacks is refused at load, clearly. */
     tern_model_opts og = {.exec = gpu};

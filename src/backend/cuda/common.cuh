@@ -35,7 +35,7 @@ struct tern_cuda {
     int chain_trig;          /* TERN_CUDA_CHAIN_TRIG (default 1): the chain lets the next kernel launch at its start */
     int chain_timing;        /* tern_cuda_set_chain_timing: timing only (wrong values), 1 no waits, 2 no arithmetic */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
-    int tiled_on;            /* TERN_CUDA_TILED (default 0): one-row products read their weights' tiled copies (tiled.cu) */
+    int tiled_on;            /* tern_cuda_set_tiled (the loader's TERN_CUDA_TILED=1): one-row products read their weights' tiled copies (tiled.cu) */
     struct tern_cuda_tiled *tiled; /* the copies made (owned), n_tiled of cap_tiled */
     int n_tiled, cap_tiled;
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
@@ -46,9 +46,9 @@ struct tern_cuda {
 };
 
 /* The tiled copy of the bf16 matrix at w (tern_cuda_tile_weight), or NULL
- * (tiled.cu); tiled_forget frees w's copy, if any (tern_cuda_free). */
+ * (tiled.cu); tiled_free frees every copy (tern_cuda_close). */
 const void *tiled_copy(const tern_cuda *c, const void *w);
-void tiled_forget(tern_cuda *c, const void *w);
+void tiled_free(tern_cuda *c);
 
 /* Records a CUDA error as a tern_status with the op's name. */
 static inline tern_status cuda_fail(cudaError_t e, const char *what)

@@ -390,16 +390,17 @@ tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, flo
 
 /* A tiled copy of the bf16 [N, K] matrix at d_w (tiled.cu: each tile of 8
  * rows stored 32-element block by block; N a multiple of 8, K of 32),
- * owned by c (freed by tern_cuda_free of d_w, tern_cuda_tiled_clear or
- * tern_cuda_close), which one-row products over d_w then read when
- * TERN_CUDA_TILED=1 (the same bits, twice the memory). TERN_E_NOMEM when
+ * owned by c (freed by tern_cuda_untile_weight, tern_cuda_free of d_w or
+ * tern_cuda_close), which one-row products over d_w then read while
+ * tern_cuda_set_tiled is on (the same bits, twice the memory). TERN_E_NOMEM when
  * the copy would leave less than 256 MB free. A second call for d_w does
  * nothing. Not during a graph capture. */
 tern_status tern_cuda_tile_weight(tern_cuda *c, const void *d_w, long N, int K);
-/* Frees every tiled copy (tern_cuda_free of a matrix frees its own; a
- * matrix inside a larger allocation needs this before that is freed). */
-void tern_cuda_tiled_clear(tern_cuda *c);
-/* Turns the tiled copies' use on or off (TERN_CUDA_TILED); returns the previous setting. */
+/* Frees d_w's tiled copy, if any (a matrix inside a larger allocation
+ * needs this before that is freed; tern_cuda_free of d_w does it). */
+void tern_cuda_untile_weight(tern_cuda *c, const void *d_w);
+/* Turns the tiled copies' use on or off (off at open; the model loader
+ * turns it on under TERN_CUDA_TILED=1); returns the previous setting. */
 int tern_cuda_set_tiled(tern_cuda *c, int on);
 
 /* The one-row products' weight loads over a [N, K] bf16 matrix at d_w with

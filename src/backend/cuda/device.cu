@@ -56,8 +56,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
-    const char *tw = getenv("TERN_CUDA_TILED");
-    c->tiled_on = tw && !strcmp(tw, "1");
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
@@ -107,7 +105,7 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stop) cudaEventDestroy(c->stop);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
-    tern_cuda_tiled_clear(c);
+    tiled_free(c);
     free(c);
 }
 
@@ -178,7 +176,7 @@ extern "C" tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out)
 extern "C" void tern_cuda_free(tern_cuda *c, void *d)
 {
     if (!d) return;
-    if (c && c->n_tiled) tiled_forget(c, d);
+    if (c && c->n_tiled) tern_cuda_untile_weight(c, d);
     cudaFree(d);
 }
 

@@ -451,33 +451,24 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
          * 4.683-4.697 against 4.704-4.725 ms; gate/up too, in batches of
          * 4: 4.776-4.798 ms). */
         if (c->sk_x == 5) {
-            /* TERN_CUDA_TILED (off by default: twice the memory): the same kernel
-             * over the weights' tiled copies (tiled.cu), where every
-             * matrix of the product has one */
-            sk_args ta = a;
-            bool tiled = c->tiled_on && (ta.w0 = (const uint16_t *)tiled_copy(c, a.w0)) &&
-                         (!a.w1 || (ta.w1 = (const uint16_t *)tiled_copy(c, a.w1)));
-            if (tiled) {
-                if (NMAT == 1) return sx_launch<LO, NMAT, NORM, 2, 8, true>(c, ta);
-                if (c->gu_ilv && a.N % 4 == 0) {
-                    ta.N = 2 * a.N, ta.ilv = 1;
-                    return sx_launch<LO, 1, NORM, 2, 8, true>(c, ta);
-                }
-            }
-            if (NMAT == 1) return sx_launch<LO, NMAT, NORM, 2, 8>(c, a);
-            if (c->gu_ilv && a.N % 4 == 0) {
-                /* TERN_CUDA_GU_ILV (default 1): the pair as one matrix of
-                 * interleaved rows on the one-matrix kernel (2 blocks,
-                 * batches of 8): H200, Qwen3-8B shape, 50.8-51.0 against
-                 * 51.9-52.0 us a pair in the same run (decode 4.666-4.677
-                 * against 4.720 ms a token in one call, within the spread
-                 * between calls); the pair kernel at 2 blocks in batches
-                 * of 4 was slower, 53.2-53.5 us */
-                sk_args b = a;
-                b.N = 2 * a.N, b.ilv = 1;
-                return sx_launch<LO, 1, NORM, 2, 8>(c, b);
-            }
-            return sx_launch<LO, NMAT, NORM, 3>(c, a);
+            /* TERN_CUDA_GU_ILV (default 1): the pair as one matrix of
+             * interleaved rows on the one-matrix kernel (2 blocks, batches
+             * of 8): H200, Qwen3-8B shape, 50.8-51.0 against 51.9-52.0 us a
+             * pair in the same run (decode 4.666-4.677 against 4.720 ms a
+             * token in one call, within the spread between calls); the
+             * pair kernel at 2 blocks in batches of 4 was slower, 53.2-53.5
+             * us */
+            if (NMAT == 2 && !(c->gu_ilv && a.N % 4 == 0)) return sx_launch<LO, NMAT, NORM, 3>(c, a);
+            sk_args b = a;
+            if (NMAT == 2) b.N = 2 * a.N, b.ilv = 1;
+            /* TERN_CUDA_TILED=1 (tern_cuda_set_tiled): the same kernel over
+             * the weights' tiled copies (tiled.cu), where every matrix of
+             * the product has one */
+            sk_args t = b;
+            if (c->tiled_on && (t.w0 = (const uint16_t *)tiled_copy(c, a.w0)) &&
+                (!a.w1 || (t.w1 = (const uint16_t *)tiled_copy(c, a.w1))))
+                return sx_launch<LO, 1, NORM, 2, 8, true>(c, t);
+            return sx_launch<LO, 1, NORM, 2, 8>(c, b);
         }
         if (c->sk_x == 4) return sx_launch<LO, NMAT, NORM, 4>(c, a);
         if (c->sk_x == 3) return sx_launch<LO, NMAT, NORM, 3>(c, a);

@@ -50,16 +50,12 @@ extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, const void *d_w, long
         return tern_error(TERN_E_NOMEM, "cuda tiled weights: a [%ld, %d] copy needs %.1f MB, %.1f MB free", N, K,
                           bytes / 1e6, free_b / 1e6);
     void *d = NULL;
-    cudaError_t me = cudaMalloc(&d, bytes);
-    if (me != cudaSuccess) {
-        (void)cudaGetLastError();
-        return tern_error(TERN_E_NOMEM, "cuda tiled weights: a [%ld, %d] copy: %s", N, K, cudaGetErrorString(me));
-    }
+    tern_status st = tern_cuda_alloc(c, bytes, &d);
+    if (st) return st;
     tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)d_w, (uint4 *)d, N, K);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
+    if ((st = launched("tiled weights: copy"))) {
         cudaFree(d);
-        return cuda_fail(e, "tiled weights: copy");
+        return st;
     }
     c->tiled[c->n_tiled++] = (struct tern_cuda_tiled){d_w, d};
     return TERN_OK;
@@ -72,7 +68,7 @@ const void *tiled_copy(const tern_cuda *c, const void *w)
     return NULL;
 }
 
-void tiled_forget(tern_cuda *c, const void *w)
+extern "C" void tern_cuda_untile_weight(tern_cuda *c, const void *w)
 {
     for (int i = 0; i < c->n_tiled; i++)
         if (c->tiled[i].w == w) {
@@ -82,7 +78,7 @@ void tiled_forget(tern_cuda *c, const void *w)
         }
 }
 
-extern "C" void tern_cuda_tiled_clear(tern_cuda *c)
+void tiled_free(tern_cuda *c)
 {
     for (int i = 0; i < c->n_tiled; i++) cudaFree(c->tiled[i].t);
     free(c->tiled);
