@@ -89,48 +89,42 @@ static tern_status put(cuda_model *d, size_t *off, const tern_weight *w, const v
     return tern_cuda_upload(d->c, at, w->data, n);
 }
 
-/* TERN_CUDA_TILED=1: tiled copies of the bf16 matrices the one-row
- * products read (tiled.cu: the same bits, decode about 4% faster on an
- * H100, twice the weights' device memory). tiled_walk tiles (or untiles)
- * each such matrix whose shape the copy takes (the rest stay row-major),
- * up to the first failure. */
-static tern_status tile_one(cuda_model *d, const void *dev, tern_dtype dt, long rows, int cols, int tile)
+/* The tiled layout (tiled.cu: the same bits, decode about 4% faster on an
+ * H100, no extra memory): every bf16 matrix of the products whose shape
+ * the layout takes is rewritten in place, the rest stay row-major; a
+ * head that is the embedding table stays row-major (the gather reads
+ * rows). Off with TERN_CUDA_TILED=0 and under the product chain
+ * (TERN_CUDA_CHAIN=1, which reads rows). d->tiled counts the matrices. */
+static tern_status tile_one(cuda_model *d, const void *dev, tern_dtype dt, long rows, int cols)
 {
     if (!dev || dt != TERN_DT_BF16 || rows % 8 || cols % 32) return TERN_OK;
-    if (tile) return tern_cuda_tile_weight(d->c, dev, rows, cols);
-    tern_cuda_untile_weight(d->c, dev);
-    return TERN_OK;
-}
-
-static tern_status tiled_walk(tern_model *m, cuda_model *d, int tile)
-{
-    const tern_weight *h = &m->lm_head;
-    tern_status st = tile_one(d, h->dev, h->dt, h->rows, h->cols, tile);
-    for (int l = 0; l < m->cfg.n_layers && !st; l++) {
-        const tern_layer *L = &m->layers[l];
-        st = tile_one(d, d->layers[l].qkv, L->wq.dt, (long)L->wq.rows + L->wk.rows + L->wv.rows, L->wq.cols, tile);
-        const tern_weight *ws[] = {&L->wo, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
-        for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++)
-            st = tile_one(d, ws[i]->dev, ws[i]->dt, ws[i]->rows, ws[i]->cols, tile);
-    }
+    tern_status st = tern_cuda_tile_weight(d->c, (void *)dev, rows, cols);
+    if (!st) d->tiled++;
     return st;
 }
 
-/* Makes the copies under TERN_CUDA_TILED=1 and turns their use on; when
- * they do not fit, none is kept and the model runs as without the option
- * (a note on stderr). */
 static void tile_weights(tern_model *m, cuda_model *d)
 {
-    const char *tw = getenv("TERN_CUDA_TILED");
-    if (!tw || strcmp(tw, "1")) return;
-    if (tiled_walk(m, d, 1)) {
-        fprintf(stderr, "tern: TERN_CUDA_TILED: %s; the one-row products read the row-major weights\n",
-                tern_last_error());
-        tiled_walk(m, d, 0);
-        return;
+    const char *tw = getenv("TERN_CUDA_TILED"), *ch = getenv("TERN_CUDA_CHAIN");
+    if ((tw && !strcmp(tw, "0")) || (ch && !strcmp(ch, "1"))) return;
+    const tern_weight *h = &m->lm_head;
+    tern_status st = h->dev == m->embed.dev ? TERN_OK : tile_one(d, h->dev, h->dt, h->rows, h->cols);
+    for (int l = 0; l < m->cfg.n_layers && !st; l++) {
+        const tern_layer *L = &m->layers[l];
+        st = tile_one(d, d->layers[l].qkv, L->wq.dt, (long)L->wq.rows + L->wk.rows + L->wv.rows, L->wq.cols);
+        const tern_weight *ws[] = {&L->wo, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
+        for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++) {
+            /* the gate and up as a pair: both or neither (a product takes
+             * the pair in one layout) */
+            if (ws[i] == &L->mlp.gate && L->mlp.up.dev &&
+                (L->mlp.up.rows != L->mlp.gate.rows || L->mlp.up.cols != L->mlp.gate.cols))
+                break;
+            st = tile_one(d, ws[i]->dev, ws[i]->dt, ws[i]->rows, ws[i]->cols);
+        }
     }
-    d->tiled = 1;
-    tern_cuda_set_tiled(d->c, 1);
+    if (st)
+        fprintf(stderr, "tern: the tiled weight layout stopped after %d matrices (%s); the rest are read row-major\n",
+                d->tiled, tern_last_error());
 }
 
 static size_t arena_need(const tern_model *m, int n_rope)
@@ -204,7 +198,7 @@ void tern_backend_cuda_unload(tern_model *m)
     cuda_graph_abandon(d);
     for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
     cuda_chain_free(d);
-    if (d->tiled) tiled_walk(m, d, 0);
+    if (d->arena) tern_cuda_tiled_forget(d->c, d->arena, d->arena_bytes);
     tern_cuda_free(d->c, d->arena);
     tern_cuda_free(d->c, d->stage.d);
     tern_cuda_free(d->c, d->part.d);

@@ -88,7 +88,7 @@ typedef struct {
     double t_begin, host_s[2], dev_s[2];
     long passes[2], chain_passes[2];
     int decode;
-    int tiled;   /* the one-row products' matrices have tiled copies (TERN_CUDA_TILED=1) */
+    int tiled;   /* matrices in the tiled layout (backend_cuda_load.c; TERN_CUDA_TILED=0: none) */
 } cuda_model;
 
 static inline cuda_model *cm(const tern_model *m) { return m->dev; }

@@ -35,8 +35,7 @@ struct tern_cuda {
     int chain_trig;          /* TERN_CUDA_CHAIN_TRIG (default 1): the chain lets the next kernel launch at its start */
     int chain_timing;        /* tern_cuda_set_chain_timing: timing only (wrong values), 1 no waits, 2 no arithmetic */
     int wgmma;               /* TERN_CUDA_WGMMA (default 1): their GEMM on warpgroup MMA (mma_wgmma.cu), 0 mma.sync */
-    int tiled_on;            /* tern_cuda_set_tiled (the loader's TERN_CUDA_TILED=1): one-row products read their weights' tiled copies (tiled.cu) */
-    struct tern_cuda_tiled *tiled; /* the copies made (owned), n_tiled of cap_tiled */
+    struct tern_cuda_tiled *tiled; /* the matrices in the tiled layout (tern_cuda_tile_weight; the table owned), n_tiled of cap_tiled */
     int n_tiled, cap_tiled;
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;
@@ -45,9 +44,11 @@ struct tern_cuda {
     char desc[320];
 };
 
-/* The tiled copy of the bf16 matrix at w (tern_cuda_tile_weight), or NULL
- * (tiled.cu); tiled_free frees every copy (tern_cuda_close). */
-const void *tiled_copy(const tern_cuda *c, const void *w);
+/* *tiled: whether a product of K columns over the bf16 matrix at w reads
+ * the tiled layout (w inside a matrix tern_cuda_tile_weight rewrote);
+ * TERN_E_INVALID when w lies inside one but not on a tile boundary, or it
+ * has other K (tiled.cu). tiled_free frees the table (tern_cuda_close). */
+tern_status tiled_of(const tern_cuda *c, const void *w, int K, bool *tiled);
 void tiled_free(tern_cuda *c);
 
 /* Records a CUDA error as a tern_status with the op's name. */

@@ -388,20 +388,23 @@ tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern_dtype dt, 
  * weight stream) and writes one word per block to d_sink (4096 floats). */
 tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, float *d_sink);
 
-/* A tiled copy of the bf16 [N, K] matrix at d_w (tiled.cu: each tile of 8
- * rows stored 32-element block by block; N a multiple of 8, K of 32),
- * owned by c (freed by tern_cuda_untile_weight, tern_cuda_free of d_w or
- * tern_cuda_close), which one-row products over d_w then read while
- * tern_cuda_set_tiled is on (the same bits, twice the memory). TERN_E_NOMEM when
- * the copy would leave less than 256 MB free. A second call for d_w does
- * nothing. Not during a graph capture. */
-tern_status tern_cuda_tile_weight(tern_cuda *c, const void *d_w, long N, int K);
-/* Frees d_w's tiled copy, if any (a matrix inside a larger allocation
- * needs this before that is freed; tern_cuda_free of d_w does it). */
-void tern_cuda_untile_weight(tern_cuda *c, const void *d_w);
-/* Turns the tiled copies' use on or off (off at open; the model loader
- * turns it on under TERN_CUDA_TILED=1); returns the previous setting. */
-int tern_cuda_set_tiled(tern_cuda *c, int on);
+/* Rewrites the bf16 [N, K] matrix at d_w (device memory, the caller's) in
+ * place into the tiled layout (tiled.cu: each tile of 8 rows stored
+ * 32-element block by block; N a multiple of 8, K of 32) and records it in
+ * c: every tensor-core product over d_w, or over rows of it from a
+ * multiple of 8 on, then reads it so, with the same bits as over the
+ * row-major matrix; cuBLAS, the matrix-vector kernel and the chain refuse
+ * it. Nothing is written unless the call succeeds up to the rewrite (its
+ * scratch is the GEMM's). TERN_E_UNSUPPORTED with the tensor-core products
+ * off; a second call for the same matrix does nothing. Not during a graph
+ * capture. */
+tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K);
+/* Whether d_w lies inside a matrix recorded as tiled. */
+int tern_cuda_is_tiled(const tern_cuda *c, const void *d_w);
+/* Forgets the tiled matrices that start inside [d, d + bytes) (bytes 0:
+ * the one starting at d), before their memory is freed or reused; their
+ * contents stay as they are. tern_cuda_free(c, d) forgets the one at d. */
+void tern_cuda_tiled_forget(tern_cuda *c, const void *d, size_t bytes);
 
 /* The one-row products' weight loads over a [N, K] bf16 matrix at d_w with
  * no arithmetic (readpat.cu; layout 0: the row-major matrix, 1: each tile

@@ -110,12 +110,6 @@ extern "C" void tern_cuda_close(tern_cuda *c)
 }
 
 extern "C" void tern_cuda_set_pdl(tern_cuda *c, int on) { c->pdl = on != 0; }
-extern "C" int tern_cuda_set_tiled(tern_cuda *c, int on)
-{
-    int was = c->tiled_on;
-    c->tiled_on = on != 0;
-    return was;
-}
 extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
 {
     int was = c->wgmma;
@@ -176,7 +170,7 @@ extern "C" tern_status tern_cuda_alloc(tern_cuda *c, size_t bytes, void **d_out)
 extern "C" void tern_cuda_free(tern_cuda *c, void *d)
 {
     if (!d) return;
-    if (c && c->n_tiled) tern_cuda_untile_weight(c, d);
+    if (c && c->n_tiled) tern_cuda_tiled_forget(c, d, 0);
     cudaFree(d);
 }
 

@@ -154,6 +154,7 @@ struct gm_args {
     int ldy, accumulate;
     const float *inv;        /* NORM: [M] */
     const uint16_t *wu;      /* [N, K] bf16: with it, y = silu(x . w^T) * (x . wu^T) (the warpgroup GEMM only) */
+    int tiled;               /* w (and wu) in the tiled layout (tiled.cu) */
 };
 
 /* The GEMMs' epilogue for an output whose parts sum to v: the folded

@@ -14,7 +14,7 @@
 #include "backend/cuda/mma.cuh"
 
 tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu,
-                                 int N, float *y, int ldy, int accumulate, const float *nw, float eps);
+                                 int N, float *y, int ldy, int accumulate, const float *nw, float eps, bool tiled);
 
 /* Block tile GM_BM x GM_BN, eight warps of GM_WM x 32 (2 x 4), GM_STAGES
  * stages of GM_KS 32-element blocks in flight. */
@@ -106,7 +106,7 @@ __global__ void mma_prep_kernel(const float *__restrict__ x, int M, int K, uint1
 
 /* ---- the GEMM ------------------------------------------------------------ */
 
-template <bool LO, bool NORM>
+template <bool LO, bool NORM, bool TILED>
 __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
 {
     extern __shared__ uint4 gm_smem4[];
@@ -130,7 +130,9 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
         for (int h = 0; h < 2; h++) {
             int c = tid + h * GM_THREADS, r = c >> 2, p = c & 3;
             int wrow = n0 + r < a.N ? n0 + r : a.N - 1;
-            cp16(bs + r * MMA_KB + 8 * p, a.w + (size_t)wrow * a.K + (size_t)kb * MMA_KB + 8 * p, true);
+            size_t at = TILED ? (size_t)(wrow >> 3) * 8 * a.K + (size_t)kb * 8 * MMA_KB + (wrow & 7) * MMA_KB
+                              : (size_t)wrow * a.K + (size_t)kb * MMA_KB;
+            cp16(bs + r * MMA_KB + 8 * p, a.w + at + 8 * p, true);
         }
     };
     int nst = (nb + GM_KS - 1) / GM_KS;
@@ -226,10 +228,10 @@ __global__ void __launch_bounds__(GM_THREADS, 2) mma_gemm_kernel(gm_args a)
         }
 }
 
-template <bool LO, bool NORM>
+template <bool LO, bool NORM, bool TILED>
 static tern_status gm_launch(tern_cuda *c, const gm_args &a)
 {
-    auto kern = mma_gemm_kernel<LO, NORM>;
+    auto kern = mma_gemm_kernel<LO, NORM, TILED>;
     static int ready;
     size_t smem = gm_smem(LO);
     tern_status st = smem_limit_once((const void *)kern, smem, &ready, "mma_gemm smem");
@@ -243,7 +245,7 @@ static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
 /* hi, lo and inv of x in the context's scratch, then the GEMM into y
  * (or into u, extra bytes past them, for the gate/up's second product). */
 static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu, int N,
-                             float *y, int ldy, int accumulate, const float *nw, float eps)
+                             float *y, int ldy, int accumulate, const float *nw, float eps, bool tiled)
 {
     size_t xs = up256((size_t)M * K * sizeof(uint16_t)), is = up256((size_t)M * sizeof(float));
     size_t us = wu ? up256((size_t)M * N * sizeof(float)) : 0;
@@ -255,7 +257,7 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     /* the prep writes the warpgroup GEMM's layout only when that GEMM
      * takes every product of the call (the other kernel reads the natural
      * order) */
-    gm_args wa = {hi, lo16, M, K, (const uint16_t *)w, N, y, N, 0, inv, (const uint16_t *)wu};
+    gm_args wa = {hi, lo16, M, K, (const uint16_t *)w, N, y, N, 0, inv, (const uint16_t *)wu, tiled};
     bool wgmma = c->wgmma && tern_cuda_wgmma_takes(wa);
     if (nw) {
         void (*prep)(const float *, int, int, const float *, float, uint16_t *, uint16_t *, float *) =
@@ -278,10 +280,12 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
     if (wgmma && wu) return tern_cuda_wgmma_gemm(c, lo, nw != NULL, wa);
     for (int pass = 0; pass < (wu ? 2 : 1); pass++) {
         gm_args a = {hi, lo16, M, K, (const uint16_t *)(pass ? wu : w), N, pass ? u : y, wu ? N : ldy,
-                     wu ? 0 : accumulate, inv};
+                     wu ? 0 : accumulate, inv, NULL, tiled};
         if (wgmma) st = tern_cuda_wgmma_gemm(c, lo, nw != NULL, a);
-        else if (nw) st = lo ? gm_launch<true, true>(c, a) : gm_launch<false, true>(c, a);
-        else st = lo ? gm_launch<true, false>(c, a) : gm_launch<false, false>(c, a);
+        else if (tiled) st = nw ? (lo ? gm_launch<true, true, true>(c, a) : gm_launch<false, true, true>(c, a))
+                                : (lo ? gm_launch<true, false, true>(c, a) : gm_launch<false, false, true>(c, a));
+        else st = nw ? (lo ? gm_launch<true, true, false>(c, a) : gm_launch<false, true, false>(c, a))
+                     : (lo ? gm_launch<true, false, false>(c, a) : gm_launch<false, false, false>(c, a));
         if (st) return st;
     }
     return wu ? tern_cuda_silu_mul(c, y, u, (long)M * N) : TERN_OK;
@@ -300,9 +304,15 @@ extern "C" tern_status tern_cuda_mma(tern_cuda *c, tern_cuda_act act, const floa
     if (!tern_cuda_mma_takes(c, TERN_DT_BF16, K) || N <= 0 || M < 0 || ldy < N)
         return tern_error(TERN_E_INVALID, "cuda mma: bad shape M=%d K=%d N=%d ldy=%d", M, K, N, ldy);
     if (M == 0) return TERN_OK;
-    bool lo = act == TERN_CUDA_ACT_F32;
-    if (M <= MMA_SKINNY_MAX) return tern_cuda_mma_skinny(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
-    return gemm_path(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps);
+    bool lo = act == TERN_CUDA_ACT_F32, tiled = false, tu = false;
+    tern_status st = tiled_of(c, d_w, K, &tiled);
+    if (!st && d_wu) st = tiled_of(c, d_wu, K, &tu);
+    if (st) return st;
+    if (d_wu && tu != tiled)
+        return tern_error(TERN_E_INVALID, "cuda mma: a gate/up pair with one matrix tiled and one not");
+    if (M <= MMA_SKINNY_MAX)
+        return tern_cuda_mma_skinny(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps, tiled);
+    return gemm_path(c, lo, d_x, M, K, d_w, d_wu, N, d_y, ldy, accumulate, d_nw, eps, tiled);
 }
 
 tern_status tern_cuda_mma_scratch(tern_cuda *c, size_t bytes, void **out)

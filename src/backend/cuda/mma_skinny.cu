@@ -215,7 +215,7 @@ __device__ __forceinline__ void sk_compute(const sk_args &a, const uint4 (&buf)[
     }
 }
 
-template <int MT, bool R8, bool LO, int NMAT, bool NORM, int U, int MINB>
+template <int MT, bool R8, bool LO, int NMAT, bool NORM, int U, int MINB, bool TILED>
 __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
 {
     constexpr int ROWS = R8 ? 8 : MT * 16;
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     __shared__ float ssq[MMA_PARTS][NORM ? ROWS : 1];
     const uint16_t *wr[NMAT];
     uint4 bA[U][NMAT], bB[U][NMAT];
-    sk_warp w = sk_start<NMAT, U>(a, wr, bA); /* w.tile: the tile in hand */
+    sk_warp w = sk_start<NMAT, U, TILED>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, ntiles = w.ntiles;
     wait_prior_grid();
     while (w.tile < ntiles) {
@@ -234,9 +234,10 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
 #pragma unroll
             for (int j = 0; j < NMAT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
         }
-        int next = sk_stream<NMAT, U>(a, w, wr, bA, bB, [&](const uint4(&buf)[U][NMAT], int kb, int n) {
+        auto step = [&](const uint4(&buf)[U][NMAT], int kb, int n) {
             sk_compute<MT, R8, LO, NMAT, NORM, U>(a, buf, kb, n, g, t, acc, ss);
-        });
+        };
+        int next = sk_stream<NMAT, U, decltype(step), TILED>(a, w, wr, bA, bB, step);
 #pragma unroll
         for (int i = 0; i < MT; i++)
 #pragma unroll
@@ -410,7 +411,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     TL_INFO(a.tl, blockIdx.x, dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32);
 }
 
-template <bool LO, int NMAT, bool NORM, int MINB, int U = NMAT == 1 ? 4 : 2, bool TILED = false>
+template <bool LO, int NMAT, bool NORM, bool TILED, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
     auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB, TILED>;
@@ -429,15 +430,17 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */
-template <int MT, bool R8, bool LO, int NMAT, bool NORM, int U, int MINB = 2>
+template <int MT, bool R8, bool LO, int NMAT, bool NORM, bool TILED, int U, int MINB = 2>
 static tern_status sk_launch(tern_cuda *c, const sk_args &a)
 {
-    auto kern = mma_skinny_kernel<MT, R8, LO, NMAT, NORM, U, MINB>;
+    auto kern = mma_skinny_kernel<MT, R8, LO, NMAT, NORM, U, MINB, TILED>;
     return launch(c, "mma_skinny", kern, one_wave((const void *)kern, c->sms, SK_THREADS, 0, (a.N + 7) / 8, 1),
                   dim3(SK_THREADS), 0, a);
 }
 
-template <bool LO, int NMAT, bool NORM>
+/* TILED: the weights in the tiled layout (tiled.cu), read by the same
+ * kernels into the same registers in the same order. */
+template <bool LO, int NMAT, bool NORM, bool TILED>
 static tern_status sk_rows(tern_cuda *c, const sk_args &a)
 {
     if (a.M == 1 && c->sk_x >= 2 && sx_smem(a.K) <= SX_MAX_SMEM) {
@@ -458,48 +461,50 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
              * token in one call, within the spread between calls); the
              * pair kernel at 2 blocks in batches of 4 was slower, 53.2-53.5
              * us */
-            if (NMAT == 2 && !(c->gu_ilv && a.N % 4 == 0)) return sx_launch<LO, NMAT, NORM, 3>(c, a);
+            if (NMAT == 2 && !(c->gu_ilv && a.N % 4 == 0)) return sx_launch<LO, NMAT, NORM, TILED, 3>(c, a);
             sk_args b = a;
             if (NMAT == 2) b.N = 2 * a.N, b.ilv = 1;
-            /* TERN_CUDA_TILED=1 (tern_cuda_set_tiled): the same kernel over
-             * the weights' tiled copies (tiled.cu), where every matrix of
-             * the product has one */
-            sk_args t = b;
-            if (c->tiled_on && (t.w0 = (const uint16_t *)tiled_copy(c, a.w0)) &&
-                (!a.w1 || (t.w1 = (const uint16_t *)tiled_copy(c, a.w1))))
-                return sx_launch<LO, 1, NORM, 2, 8, true>(c, t);
-            return sx_launch<LO, 1, NORM, 2, 8>(c, b);
+            return sx_launch<LO, 1, NORM, TILED, 2, 8>(c, b);
         }
-        if (c->sk_x == 4) return sx_launch<LO, NMAT, NORM, 4>(c, a);
-        if (c->sk_x == 3) return sx_launch<LO, NMAT, NORM, 3>(c, a);
-        return sx_launch<LO, NMAT, NORM, 2>(c, a);
+        if (c->sk_x == 4) return sx_launch<LO, NMAT, NORM, TILED, 4>(c, a);
+        if (c->sk_x == 3) return sx_launch<LO, NMAT, NORM, TILED, 3>(c, a);
+        return sx_launch<LO, NMAT, NORM, TILED, 2>(c, a);
     }
     if (a.M <= 8) {
         /* Load batches of 4 blocks (2 for gate/up): against 2 and 8 for one
          * matrix, and the gate and up on separate warps, measured fastest
          * (H200, Qwen3-8B shape: decode step 5.03 against 5.26 / 5.81 /
          * 5.74 ms). */
-        return sk_launch<1, true, LO, NMAT, NORM, NMAT == 1 ? 4 : 2>(c, a);
+        return sk_launch<1, true, LO, NMAT, NORM, TILED, NMAT == 1 ? 4 : 2>(c, a);
     }
-    if (a.M <= 16) return sk_launch<1, false, LO, NMAT, NORM, 4>(c, a);
-    if (a.M <= 32) return sk_launch<2, false, LO, NMAT, NORM, 4>(c, a);
-    return sk_launch<4, false, LO, NMAT, NORM, NMAT == 1 ? 4 : 2>(c, a);
+    if (a.M <= 16) return sk_launch<1, false, LO, NMAT, NORM, TILED, 4>(c, a);
+    if (a.M <= 32) return sk_launch<2, false, LO, NMAT, NORM, TILED, 4>(c, a);
+    return sk_launch<4, false, LO, NMAT, NORM, TILED, NMAT == 1 ? 4 : 2>(c, a);
 }
 
 /* y = x . w^T for M <= 64 rows (internal: mma_gemm.cu's dispatch). nw:
  * the folded RMSNorm's weight or NULL; wu: the up weight of a SwiGLU
- * gate/up pair (w the gate), or NULL. */
+ * gate/up pair (w the gate), or NULL; tiled: w (and wu) in the tiled
+ * layout. */
 tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, int K, const void *w, const void *wu,
-                                 int N, float *y, int ldy, int accumulate, const float *nw, float eps)
+                                 int N, float *y, int ldy, int accumulate, const float *nw, float eps, bool tiled)
 {
     if (M < 1 || M > MMA_SKINNY_MAX)
         return tern_error(TERN_E_INTERNAL, "cuda mma: the small-batch kernel takes 1..%d rows, not %d",
                           (int)MMA_SKINNY_MAX, M);
     sk_args a = {x, M, K, (const uint16_t *)w, (const uint16_t *)wu, N, y, ldy, accumulate, nw, eps};
-    if (wu) {
-        if (nw) return lo ? sk_rows<true, 2, true>(c, a) : sk_rows<false, 2, true>(c, a);
-        return lo ? sk_rows<true, 2, false>(c, a) : sk_rows<false, 2, false>(c, a);
+    if (tiled) {
+        if (wu) {
+            if (nw) return lo ? sk_rows<true, 2, true, true>(c, a) : sk_rows<false, 2, true, true>(c, a);
+            return lo ? sk_rows<true, 2, false, true>(c, a) : sk_rows<false, 2, false, true>(c, a);
+        }
+        if (nw) return lo ? sk_rows<true, 1, true, true>(c, a) : sk_rows<false, 1, true, true>(c, a);
+        return lo ? sk_rows<true, 1, false, true>(c, a) : sk_rows<false, 1, false, true>(c, a);
     }
-    if (nw) return lo ? sk_rows<true, 1, true>(c, a) : sk_rows<false, 1, true>(c, a);
-    return lo ? sk_rows<true, 1, false>(c, a) : sk_rows<false, 1, false>(c, a);
+    if (wu) {
+        if (nw) return lo ? sk_rows<true, 2, true, false>(c, a) : sk_rows<false, 2, true, false>(c, a);
+        return lo ? sk_rows<true, 2, false, false>(c, a) : sk_rows<false, 2, false, false>(c, a);
+    }
+    if (nw) return lo ? sk_rows<true, 1, true, false>(c, a) : sk_rows<false, 1, true, false>(c, a);
+    return lo ? sk_rows<true, 1, false, false>(c, a) : sk_rows<false, 1, false, false>(c, a);
 }

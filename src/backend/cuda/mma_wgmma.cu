@@ -93,6 +93,17 @@ __device__ __forceinline__ uint4 tw_chunk(const uint8_t *base, int r, int j)
     return *reinterpret_cast<const uint4 *>(base + r * 128 + ((j ^ (r & 7)) << 4));
 }
 
+/* The same chunk of a weight stage copied from a tiled matrix (tiled.cu,
+ * tw_map_tiled: unswizzled, each tile of 8 rows its 2 blocks of 8 x 32
+ * elements in a row): row r's block j / 4 at byte 1024 (r / 8) + 512 (j /
+ * 4) + 64 (r % 8), its piece j % 4 16 bytes a step on; a warp's reads of
+ * one block of its 8 rows are 512 contiguous bytes, free of bank
+ * conflicts. */
+__device__ __forceinline__ uint4 tw_tchunk(const uint8_t *base, int r, int j)
+{
+    return *reinterpret_cast<const uint4 *>(base + (r >> 3) * 1024 + (j >> 2) * 512 + (r & 7) * 64 + ((j & 3) << 4));
+}
+
 /* ---- the kernel ----------------------------------------------------------- */
 
 /* A consumer warp is done with a slot: one arrival on its "empty" barrier. */
@@ -107,7 +118,7 @@ __device__ __forceinline__ void tw_release(uint64_t *bar, int lane)
  * swizzle (ml unread without LO, mu without GU). GU: a SwiGLU gate / up pair, a
  * tile's 128 weight rows 64 of the gate then the same 64 of the up, so
  * that each thread's accumulators hold both for its 64-column outputs. */
-template <bool LO, bool NORM, bool GU>
+template <bool LO, bool NORM, bool GU, bool TILED>
 __global__ void __launch_bounds__(TW_THREADS, 1)
     tw_kernel(const __grid_constant__ CUtensorMap mh, const __grid_constant__ CUtensorMap ml,
               const __grid_constant__ CUtensorMap mw, const __grid_constant__ CUtensorMap mu, gm_args a)
@@ -145,8 +156,13 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
                 tma_load(st, &mh, ks * TW_BK, m0, &full[s]);
                 if (LO) tma_load(st + TW_TILE, &ml, ks * TW_BK, m0, &full[s]);
                 uint8_t *bs = st + C::NA * TW_TILE;
-                tma_load(bs, &mw, ks * TW_BK, n0, &full[s]);
-                if (GU) tma_load(bs + BNO * 128, &mu, ks * TW_BK, n0, &full[s]);
+                if (TILED) {
+                    tma_load3(bs, &mw, 0, 2 * ks, n0 / 8, &full[s]);
+                    if (GU) tma_load3(bs + BNO * 128, &mu, 0, 2 * ks, n0 / 8, &full[s]);
+                } else {
+                    tma_load(bs, &mw, ks * TW_BK, n0, &full[s]);
+                    if (GU) tma_load(bs + BNO * 128, &mu, ks * TW_BK, n0, &full[s]);
+                }
             }
         }
         return;
@@ -173,8 +189,8 @@ __global__ void __launch_bounds__(TW_THREADS, 1)
         const uint8_t *W = sm + (size_t)s * C::STAGE + C::NA * TW_TILE;
 #pragma unroll
         for (int sb = 0; sb < 2; sb++) {
-            w[sb] = tw_chunk(W, wr0, 4 * sb + t);
-            w[2 + sb] = tw_chunk(W, wr1, 4 * sb + t);
+            w[sb] = TILED ? tw_tchunk(W, wr0, 4 * sb + t) : tw_chunk(W, wr0, 4 * sb + t);
+            w[2 + sb] = TILED ? tw_tchunk(W, wr1, 4 * sb + t) : tw_chunk(W, wr1, 4 * sb + t);
         }
     };
     auto issue = [&](const uint4 (&w)[4], int s) {
@@ -329,10 +345,32 @@ static tern_status tw_map(CUtensorMap *m, const uint16_t *p, int rows, int K, in
     return TERN_OK;
 }
 
-template <bool LO, bool NORM, bool GU>
+/* A map of the tiled bf16 matrix [rows, K] at p (borrowed; tiled.cu) as
+ * [rows / 8][K / 32][256]: a tile of 8 rows' block of 32 elements is 512
+ * contiguous bytes, a stage's two blocks of it 1024; boxes of 2 blocks x
+ * box_rows / 8 tiles, unswizzled (tw_tchunk); tiles past the end read as
+ * zeros. */
+static tern_status tw_map_tiled(CUtensorMap *m, const uint16_t *p, int rows, int K, int box_rows)
+{
+    tw_encode_fn enc = NULL;
+    tern_status st = tw_encoder(&enc);
+    if (st) return st;
+    cuuint64_t dim[3] = {(cuuint64_t)8 * MMA_KB, (cuuint64_t)(K / MMA_KB), (cuuint64_t)(rows / 8)};
+    cuuint64_t stride[2] = {(cuuint64_t)8 * MMA_KB * 2, (cuuint64_t)K * 16};
+    cuuint32_t box[3] = {(cuuint32_t)8 * MMA_KB, TW_BK / MMA_KB, (cuuint32_t)(box_rows / 8)}, estr[3] = {1, 1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p, dim, stride, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return tern_error(TERN_E_INTERNAL, "cuda wgmma: cannot describe a tiled %d x %d bf16 matrix (error %d)", rows,
+                          K, (int)r);
+    return TERN_OK;
+}
+
+template <bool LO, bool NORM, bool GU, bool TILED>
 static tern_status tw_launch(tern_cuda *c, const gm_args &a)
 {
-    auto kern = tw_kernel<LO, NORM, GU>;
+    auto kern = tw_kernel<LO, NORM, GU, TILED>;
     static int ready;
     tern_status st = smem_limit_once((const void *)kern, tw_cfg<LO>::SMEM, &ready, "wgmma smem");
     if (st) return st;
@@ -340,10 +378,11 @@ static tern_status tw_launch(tern_cuda *c, const gm_args &a)
      * without GU are copies, never read) */
     CUtensorMap mh, ml, mw, mu;
     int bno = GU ? TW_BN / 2 : TW_BN;
-    if ((st = tw_map(&mh, a.hi, a.M, a.K, TW_BM)) || (st = tw_map(&mw, a.w, a.N, a.K, bno))) return st;
+    auto wmap = TILED ? tw_map_tiled : tw_map;
+    if ((st = tw_map(&mh, a.hi, a.M, a.K, TW_BM)) || (st = wmap(&mw, a.w, a.N, a.K, bno))) return st;
     ml = mh;
     mu = mw;
-    if ((LO && (st = tw_map(&ml, a.lo, a.M, a.K, TW_BM))) || (GU && (st = tw_map(&mu, a.wu, a.N, a.K, bno)))) return st;
+    if ((LO && (st = tw_map(&ml, a.lo, a.M, a.K, TW_BM))) || (GU && (st = wmap(&mu, a.wu, a.N, a.K, bno)))) return st;
     dim3 grid((unsigned)((a.M + TW_BM - 1) / TW_BM), (unsigned)((a.N + bno - 1) / bno));
     return launch(c, "wgmma_gemm", kern, grid, dim3(TW_THREADS), (size_t)tw_cfg<LO>::SMEM, mh, ml, mw, mu, a);
 }
@@ -358,12 +397,18 @@ int tern_cuda_wgmma_takes(const gm_args &a)
     return ((uintptr_t)a.hi | (uintptr_t)a.lo | (uintptr_t)a.w | (uintptr_t)a.wu) % 16 == 0 && a.K % MMA_KB == 0;
 }
 
-tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a)
+template <bool TILED>
+static tern_status tw_pick(tern_cuda *c, bool lo, bool norm, const gm_args &a)
 {
     if (a.wu) {
-        if (norm) return lo ? tw_launch<true, true, true>(c, a) : tw_launch<false, true, true>(c, a);
-        return lo ? tw_launch<true, false, true>(c, a) : tw_launch<false, false, true>(c, a);
+        if (norm) return lo ? tw_launch<true, true, true, TILED>(c, a) : tw_launch<false, true, true, TILED>(c, a);
+        return lo ? tw_launch<true, false, true, TILED>(c, a) : tw_launch<false, false, true, TILED>(c, a);
     }
-    if (norm) return lo ? tw_launch<true, true, false>(c, a) : tw_launch<false, true, false>(c, a);
-    return lo ? tw_launch<true, false, false>(c, a) : tw_launch<false, false, false>(c, a);
+    if (norm) return lo ? tw_launch<true, true, false, TILED>(c, a) : tw_launch<false, true, false, TILED>(c, a);
+    return lo ? tw_launch<true, false, false, TILED>(c, a) : tw_launch<false, false, false, TILED>(c, a);
+}
+
+tern_status tern_cuda_wgmma_gemm(tern_cuda *c, bool lo, bool norm, const gm_args &a)
+{
+    return a.tiled ? tw_pick<true>(c, lo, norm, a) : tw_pick<false>(c, lo, norm, a);
 }

@@ -1,26 +1,32 @@
-/* Tiled copies of bf16 weights (TERN_CUDA_TILED=1, off by default): each tile of
- * 8 rows of a [N, K] matrix stored 32-element block by block, so that a
- * warp's 16-byte loads of one block of a tile (lane (g, t): row g,
- * elements 8t .. 8t + 7) are 512 contiguous bytes and a warp's part of K
- * in a tile one contiguous run, instead of 8 rows x 64 bytes 2 K bytes
- * apart. Element (n, k) of the matrix lies at
+/* The tiled layout of bf16 weights (the model loader's default,
+ * TERN_CUDA_TILED=0 keeps the row-major one): each tile of 8 rows of an
+ * [N, K] matrix keeps its place, its 8 K elements reordered 32-element
+ * block by block, so that a warp's 16-byte loads of one block of a tile
+ * (lane (g, t): row g, elements 8t .. 8t + 7) are 512 contiguous bytes
+ * and a warp's part of K in a tile one contiguous run, instead of 8 rows x
+ * 64 bytes 2 K bytes apart. Element (n, k) lies at
  *   (n / 8) 8 K + (k / 32) 256 + (n % 8) 32 + k % 32.
- * The one-row kernel reads such a copy with the same loads into the same
- * registers in the same order (mma_skinny.cu, TILED), so its bits are the
- * row-major kernel's. The copy doubles the matrix's device memory (the
- * prefill GEMMs still read the row-major matrix); on an H100 it took a
- * one-row product over 4.3 GB from 97-98% to 101% of the read kernel's
- * rate and Qwen3-8B decode from 5.96-6.01 to 5.76 ms a token
- * (docs/BENCHMARKS.md). */
+ * A matrix is rewritten in place, so the layout costs no memory; the
+ * context records which matrices are tiled, and every tensor-core product
+ * (mma_skinny.cu, mma_gemm.cu, mma_wgmma.cu) reads a tiled matrix into the
+ * same registers in the same order as a row-major one: the same bits.
+ * The paths that read rows (cuBLAS, gemv.cu, chain.cu) refuse one. On an
+ * H100 the layout took a one-row product over 4.3 GB from 97-98% to 101%
+ * of the read kernel's rate and Qwen3-8B decode from 5.96-6.01 to 5.76 ms
+ * a token (docs/BENCHMARKS.md). */
 #include <stdlib.h>
 
 #include "backend/cuda/mma.cuh"
 
 struct tern_cuda_tiled {
-    const void *w;
-    void *t;
+    const char *base; /* the matrix (borrowed: the caller's memory) */
+    size_t bytes;
+    int K;
 };
 
+enum { TILE_CHUNK_BYTES = 32 << 20 };
+
+/* Rows [0, N) of the row-major src into the tiled dst (both N x K). */
 __global__ void tile_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, long N, int K)
 {
     long units = N * (K / 8), kb8 = K / 8;
@@ -32,55 +38,86 @@ __global__ void tile_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
     }
 }
 
-extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, const void *d_w, long N, int K)
+/* The record holding p, or NULL. */
+static const struct tern_cuda_tiled *tiled_find(const tern_cuda *c, const void *p)
 {
-    if (N <= 0 || N % 8 || K <= 0 || K % MMA_KB)
+    const char *q = (const char *)p;
+    for (int i = 0; i < c->n_tiled; i++)
+        if (q >= c->tiled[i].base && q < c->tiled[i].base + c->tiled[i].bytes) return &c->tiled[i];
+    return NULL;
+}
+
+extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K)
+{
+    if (!d_w || N <= 0 || N % 8 || K < MMA_KB || K % MMA_KB)
         return tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] (N a multiple of 8, K of %d)", N, K,
                           (int)MMA_KB);
-    if (tiled_copy(c, d_w)) return TERN_OK;
+    if (!c->mma)
+        return tern_error(TERN_E_UNSUPPORTED, "cuda tiled weights: the tensor-core products are off (TERN_CUDA_MMA=0)");
+    size_t bytes = (size_t)N * K * 2;
+    for (int i = 0; i < c->n_tiled; i++) {
+        const struct tern_cuda_tiled *r = &c->tiled[i];
+        if (r->base == (const char *)d_w && r->bytes == bytes && r->K == K) return TERN_OK;
+        if ((const char *)d_w < r->base + r->bytes && r->base < (const char *)d_w + bytes)
+            return tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] at %p overlaps a tiled matrix", N, K, d_w);
+    }
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CUDA_TRY(cudaStreamIsCapturing(c->stream, &cs), "tiled weights");
+    if (cs != cudaStreamCaptureStatusNone)
+        return tern_error(TERN_E_INTERNAL, "cuda tiled weights: not during a graph capture");
     if (c->n_tiled == c->cap_tiled) {
         int cap = c->cap_tiled ? 2 * c->cap_tiled : 64;
         struct tern_cuda_tiled *t = (struct tern_cuda_tiled *)realloc(c->tiled, (size_t)cap * sizeof *t);
         if (!t) return tern_error(TERN_E_NOMEM, "cuda tiled weights: table of %d", cap);
         c->tiled = t, c->cap_tiled = cap;
     }
-    size_t bytes = (size_t)N * K * 2, free_b = 0, total_b = 0;
-    CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "tiled weights: free memory");
-    if (bytes + ((size_t)256 << 20) > free_b)
-        return tern_error(TERN_E_NOMEM, "cuda tiled weights: a [%ld, %d] copy needs %.1f MB, %.1f MB free", N, K,
-                          bytes / 1e6, free_b / 1e6);
-    void *d = NULL;
-    tern_status st = tern_cuda_alloc(c, bytes, &d);
+    /* a chunk of whole tiles at a time through the GEMM scratch: nothing is
+     * written before the scratch is had */
+    long rows = (long)(TILE_CHUNK_BYTES / ((size_t)K * 2)) & ~7L;
+    if (rows < 8) rows = 8;
+    if (rows > N) rows = N;
+    void *tmp = NULL;
+    tern_status st = tern_cuda_mma_scratch(c, (size_t)rows * K * 2, &tmp);
     if (st) return st;
-    tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)d_w, (uint4 *)d, N, K);
-    if ((st = launched("tiled weights: copy"))) {
-        cudaFree(d);
-        return st;
+    for (long r0 = 0; r0 < N; r0 += rows) {
+        long n = N - r0 < rows ? N - r0 : rows;
+        uint16_t *at = (uint16_t *)d_w + r0 * K;
+        CUDA_TRY(cudaMemcpyAsync(tmp, at, (size_t)n * K * 2, cudaMemcpyDeviceToDevice, c->stream), "tiled weights");
+        tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)at, n, K);
+        if ((st = launched("tiled weights: tile"))) return st;
     }
-    c->tiled[c->n_tiled++] = (struct tern_cuda_tiled){d_w, d};
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "tiled weights");
+    c->tiled[c->n_tiled++] = (struct tern_cuda_tiled){(const char *)d_w, bytes, K};
     return TERN_OK;
 }
 
-const void *tiled_copy(const tern_cuda *c, const void *w)
+extern "C" int tern_cuda_is_tiled(const tern_cuda *c, const void *d_w) { return tiled_find(c, d_w) != NULL; }
+
+tern_status tiled_of(const tern_cuda *c, const void *w, int K, bool *tiled)
 {
-    for (int i = 0; i < c->n_tiled; i++)
-        if (c->tiled[i].w == w) return c->tiled[i].t;
-    return NULL;
+    *tiled = false;
+    const struct tern_cuda_tiled *r = w ? tiled_find(c, w) : NULL;
+    if (!r) return TERN_OK;
+    size_t off = (size_t)((const char *)w - r->base), tile = (size_t)8 * r->K * 2;
+    if (r->K != K || off % tile)
+        return tern_error(TERN_E_INVALID,
+                          "cuda: a product over a tiled matrix of %d columns as %d columns at byte %zu (it takes whole "
+                          "tiles of 8 rows)",
+                          r->K, K, off);
+    *tiled = true;
+    return TERN_OK;
 }
 
-extern "C" void tern_cuda_untile_weight(tern_cuda *c, const void *w)
+extern "C" void tern_cuda_tiled_forget(tern_cuda *c, const void *d, size_t bytes)
 {
-    for (int i = 0; i < c->n_tiled; i++)
-        if (c->tiled[i].w == w) {
-            cudaFree(c->tiled[i].t);
-            c->tiled[i] = c->tiled[--c->n_tiled];
-            return;
-        }
+    const char *lo = (const char *)d, *hi = lo + (bytes ? bytes : 1);
+    for (int i = 0; i < c->n_tiled;)
+        if (c->tiled[i].base >= lo && c->tiled[i].base < hi) c->tiled[i] = c->tiled[--c->n_tiled];
+        else i++;
 }
 
 void tiled_free(tern_cuda *c)
 {
-    for (int i = 0; i < c->n_tiled; i++) cudaFree(c->tiled[i].t);
     free(c->tiled);
     c->tiled = NULL, c->n_tiled = c->cap_tiled = 0;
 }
