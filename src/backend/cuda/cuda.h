@@ -394,8 +394,8 @@ tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, flo
  * c: every tensor-core product over d_w, or over rows of it from a
  * multiple of 8 on, then reads it so, with the same bits as over the
  * row-major matrix; cuBLAS, the matrix-vector kernel and the chain refuse
- * it. Nothing is written unless the call succeeds up to the rewrite (its
- * scratch is the GEMM's). TERN_E_UNSUPPORTED with the tensor-core products
+ * it. Nothing is written unless the call gets its buffer (32 MB at most,
+ * freed before it returns). TERN_E_UNSUPPORTED with the tensor-core products
  * off; a second call for the same matrix does nothing. Not during a graph
  * capture. */
 tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K);

@@ -71,22 +71,27 @@ extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, in
         if (!t) return tern_error(TERN_E_NOMEM, "cuda tiled weights: table of %d", cap);
         c->tiled = t, c->cap_tiled = cap;
     }
-    /* a chunk of whole tiles at a time through the GEMM scratch: nothing is
-     * written before the scratch is had */
+    /* a chunk of whole tiles at a time through a buffer of its own (not
+     * the GEMM's scratch, which captured graphs may hold): nothing is
+     * written before the buffer is had */
     long rows = (long)(TILE_CHUNK_BYTES / ((size_t)K * 2)) & ~7L;
     if (rows < 8) rows = 8;
     if (rows > N) rows = N;
     void *tmp = NULL;
-    tern_status st = tern_cuda_mma_scratch(c, (size_t)rows * K * 2, &tmp);
+    tern_status st = tern_cuda_alloc(c, (size_t)rows * K * 2, &tmp);
     if (st) return st;
-    for (long r0 = 0; r0 < N; r0 += rows) {
+    for (long r0 = 0; r0 < N && !st; r0 += rows) {
         long n = N - r0 < rows ? N - r0 : rows;
         uint16_t *at = (uint16_t *)d_w + r0 * K;
-        CUDA_TRY(cudaMemcpyAsync(tmp, at, (size_t)n * K * 2, cudaMemcpyDeviceToDevice, c->stream), "tiled weights");
-        tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)at, n, K);
-        if ((st = launched("tiled weights: tile"))) return st;
+        cudaError_t e = cudaMemcpyAsync(tmp, at, (size_t)n * K * 2, cudaMemcpyDeviceToDevice, c->stream);
+        if (e != cudaSuccess) st = cuda_fail(e, "tiled weights: copy");
+        else tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)at, n, K);
+        if (!st) st = launched("tiled weights: tile");
     }
-    CUDA_TRY(cudaStreamSynchronize(c->stream), "tiled weights");
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    cudaFree(tmp);
+    if (st) return st;
+    if (e != cudaSuccess) return cuda_fail(e, "tiled weights");
     c->tiled[c->n_tiled++] = (struct tern_cuda_tiled){(const char *)d_w, bytes, K};
     return TERN_OK;
 }
