@@ -34,12 +34,12 @@ static tern_status rp_queue(void *ctx)
 void ops_readpat(void)
 {
     static const char *const what[] = {"read kernel (linear)", "product loads, row-major", "product loads, tile blocks",
-                                       "one-row product", "one-row product, tiled copy"};
+                                       "one-row product", "one-row product, tiled"};
     void *w = ops_dev_random(N * K, TERN_DT_BF16, 900u, 0.05f), *wt = ops_dev_random(N * K, TERN_DT_BF16, 900u, 0.05f);
     size_t ns = tern_cuda_readpat_sink_floats(ops_cuda);
     float *sink = ops_dev_zero((ns > 4096 ? ns : 4096) * sizeof(float));
     float *x = ops_dev_random(K, TERN_DT_F32, 901u, 1.0f), *y = ops_dev_zero((size_t)N * sizeof(float));
-    int nw = wt && ops_ok(tern_cuda_tile_weight(ops_cuda, wt, N, K), "readpat: tiled copy") ? 5 : 4;
+    int nw = wt && ops_ok(tern_cuda_tile_weight(ops_cuda, wt, N, K), "readpat: tile the copy") ? 5 : 4;
     double gb = (double)N * K * 2 / 1e9;
     printf("readpat: %.2f GB bf16 [%ld, %d], us a pass (GB/s), best of 8 x 4 replays\n", gb, N, K);
     for (int round = 0; round < 3; round++)

@@ -39,7 +39,7 @@ struct sk_args {
 #define SK_STAMP(slot) TL_STAMP(a.tl, blockIdx.x, slot)
 
 /* Elements between a lane's 16 bytes of consecutive 32-element blocks:
- * MMA_KB in a row-major matrix, 8 rows' worth in a tiled copy (TILED:
+ * MMA_KB in a row-major matrix, 8 rows' worth in a tiled one (TILED:
  * tiled.cu's layout, each tile of 8 rows stored block by block). */
 template <bool TILED> __device__ __forceinline__ constexpr int sk_kstride() { return TILED ? 8 * MMA_KB : MMA_KB; }
 
