@@ -15,6 +15,7 @@
  * of the read kernel's rate and Qwen3-8B decode from 5.96-6.01 to 5.76 ms
  * a token (docs/BENCHMARKS.md). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/mma.cuh"
 
@@ -38,13 +39,25 @@ __global__ void tile_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
     }
 }
 
-/* The record holding p, or NULL. */
+/* The records are kept in order of base (they never overlap): the index
+ * of the first with base > p. */
+static int tiled_after(const tern_cuda *c, const char *p)
+{
+    int lo = 0, hi = c->n_tiled;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (c->tiled[mid].base <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The record holding p, or NULL (a lookup per product launched). */
 static const struct tern_cuda_tiled *tiled_find(const tern_cuda *c, const void *p)
 {
-    const char *q = (const char *)p;
-    for (int i = 0; i < c->n_tiled; i++)
-        if (q >= c->tiled[i].base && q < c->tiled[i].base + c->tiled[i].bytes) return &c->tiled[i];
-    return NULL;
+    int i = tiled_after(c, (const char *)p) - 1;
+    if (i < 0 || (const char *)p >= c->tiled[i].base + c->tiled[i].bytes) return NULL;
+    return &c->tiled[i];
 }
 
 extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K)
@@ -55,12 +68,12 @@ extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, in
     if (!c->mma)
         return tern_error(TERN_E_UNSUPPORTED, "cuda tiled weights: the tensor-core products are off (TERN_CUDA_MMA=0)");
     size_t bytes = (size_t)N * K * 2;
-    for (int i = 0; i < c->n_tiled; i++) {
-        const struct tern_cuda_tiled *r = &c->tiled[i];
-        if (r->base == (const char *)d_w && r->bytes == bytes && r->K == K) return TERN_OK;
-        if ((const char *)d_w < r->base + r->bytes && r->base < (const char *)d_w + bytes)
-            return tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] at %p overlaps a tiled matrix", N, K, d_w);
-    }
+    const char *w0 = (const char *)d_w;
+    int at = tiled_after(c, w0); /* the new record's place */
+    const struct tern_cuda_tiled *prev = at ? &c->tiled[at - 1] : NULL, *next = at < c->n_tiled ? &c->tiled[at] : NULL;
+    if (prev && prev->base == w0 && prev->bytes == bytes && prev->K == K) return TERN_OK;
+    if ((prev && w0 < prev->base + prev->bytes) || (next && next->base < w0 + bytes))
+        return tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] at %p overlaps a tiled matrix", N, K, d_w);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(c->stream, &cs), "tiled weights");
     if (cs != cudaStreamCaptureStatusNone)
@@ -82,17 +95,19 @@ extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, in
     if (st) return st;
     for (long r0 = 0; r0 < N && !st; r0 += rows) {
         long n = N - r0 < rows ? N - r0 : rows;
-        uint16_t *at = (uint16_t *)d_w + r0 * K;
-        cudaError_t e = cudaMemcpyAsync(tmp, at, (size_t)n * K * 2, cudaMemcpyDeviceToDevice, c->stream);
+        uint16_t *wr = (uint16_t *)d_w + r0 * K;
+        cudaError_t e = cudaMemcpyAsync(tmp, wr, (size_t)n * K * 2, cudaMemcpyDeviceToDevice, c->stream);
         if (e != cudaSuccess) st = cuda_fail(e, "tiled weights: copy");
-        else tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)at, n, K);
+        else tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)wr, n, K);
         if (!st) st = launched("tiled weights: tile");
     }
     cudaError_t e = cudaStreamSynchronize(c->stream);
     cudaFree(tmp);
     if (st) return st;
     if (e != cudaSuccess) return cuda_fail(e, "tiled weights");
-    c->tiled[c->n_tiled++] = (struct tern_cuda_tiled){(const char *)d_w, bytes, K};
+    memmove(&c->tiled[at + 1], &c->tiled[at], (size_t)(c->n_tiled - at) * sizeof *c->tiled);
+    c->tiled[at] = (struct tern_cuda_tiled){w0, bytes, K};
+    c->n_tiled++;
     return TERN_OK;
 }
 
@@ -116,9 +131,10 @@ tern_status tiled_of(const tern_cuda *c, const void *w, int K, bool *tiled)
 extern "C" void tern_cuda_tiled_forget(tern_cuda *c, const void *d, size_t bytes)
 {
     const char *lo = (const char *)d, *hi = lo + (bytes ? bytes : 1);
-    for (int i = 0; i < c->n_tiled;)
-        if (c->tiled[i].base >= lo && c->tiled[i].base < hi) c->tiled[i] = c->tiled[--c->n_tiled];
-        else i++;
+    int n = 0;
+    for (int i = 0; i < c->n_tiled; i++)
+        if (c->tiled[i].base < lo || c->tiled[i].base >= hi) c->tiled[n++] = c->tiled[i];
+    c->n_tiled = n;
 }
 
 void tiled_free(tern_cuda *c)
