@@ -91,40 +91,39 @@ static tern_status put(cuda_model *d, size_t *off, const tern_weight *w, const v
 
 /* The tiled layout (tiled.cu: the same bits, decode 1.6-3.5% faster on an
  * H100, no extra memory): every bf16 matrix of the products whose shape
- * the layout takes is rewritten in place, the rest stay row-major; a
- * head that is the embedding table stays row-major (the gather reads
- * rows). Off with TERN_CUDA_TILED=0 and under the product chain
- * (TERN_CUDA_CHAIN=1, which reads rows). d->tiled counts the matrices. */
-static tern_status tile_one(cuda_model *d, const void *dev, tern_dtype dt, long rows, int cols)
+ * the layout takes is rewritten in place, in one call, the rest stay
+ * row-major; a head that is the embedding table stays row-major (the
+ * gather reads rows). Off with TERN_CUDA_TILED=0 and when the product
+ * chain, which reads rows, is on. A refusal leaves every matrix row-major
+ * (a note on stderr); a CUDA error fails the load. d->tiled counts the
+ * matrices. */
+static void tile_req(tern_cuda_tile_req *rq, int *n, const void *dev, tern_dtype dt, long rows, int cols)
 {
-    if (!dev || dt != TERN_DT_BF16 || rows % 8 || cols % 32) return TERN_OK;
-    tern_status st = tern_cuda_tile_weight(d->c, (void *)dev, rows, cols);
-    if (!st) d->tiled++;
-    return st;
+    if (dev && dt == TERN_DT_BF16 && rows % 8 == 0 && cols % 32 == 0)
+        rq[(*n)++] = (tern_cuda_tile_req){(void *)dev, rows, cols};
 }
 
-static void tile_weights(tern_model *m, cuda_model *d)
+static tern_status tile_weights(tern_model *m, cuda_model *d)
 {
-    const char *tw = getenv("TERN_CUDA_TILED"), *ch = getenv("TERN_CUDA_CHAIN");
-    if ((tw && !strcmp(tw, "0")) || (ch && !strcmp(ch, "1"))) return;
+    const char *tw = getenv("TERN_CUDA_TILED");
+    if ((tw && !strcmp(tw, "0")) || d->chain_ok) return TERN_OK;
+    tern_cuda_tile_req *rq = malloc((size_t)(5 * m->cfg.n_layers + 1) * sizeof *rq);
+    if (!rq) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
+    int n = 0;
     const tern_weight *h = &m->lm_head;
-    tern_status st = h->dev == m->embed.dev ? TERN_OK : tile_one(d, h->dev, h->dt, h->rows, h->cols);
-    for (int l = 0; l < m->cfg.n_layers && !st; l++) {
+    if (h->dev != m->embed.dev) tile_req(rq, &n, h->dev, h->dt, h->rows, h->cols);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
         const tern_layer *L = &m->layers[l];
-        st = tile_one(d, d->layers[l].qkv, L->wq.dt, (long)L->wq.rows + L->wk.rows + L->wv.rows, L->wq.cols);
+        tile_req(rq, &n, d->layers[l].qkv, L->wq.dt, (long)L->wq.rows + L->wk.rows + L->wv.rows, L->wq.cols);
         const tern_weight *ws[] = {&L->wo, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
-        for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++) {
-            /* the gate and up as a pair: both or neither (a product takes
-             * the pair in one layout) */
-            if (ws[i] == &L->mlp.gate && L->mlp.up.dev &&
-                (L->mlp.up.rows != L->mlp.gate.rows || L->mlp.up.cols != L->mlp.gate.cols))
-                break;
-            st = tile_one(d, ws[i]->dev, ws[i]->dt, ws[i]->rows, ws[i]->cols);
-        }
+        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) tile_req(rq, &n, ws[i]->dev, ws[i]->dt, ws[i]->rows, ws[i]->cols);
     }
-    if (st)
-        fprintf(stderr, "tern: the tiled weight layout stopped after %d matrices (%s); the rest are read row-major\n",
-                d->tiled, tern_last_error());
+    tern_status st = tern_cuda_tile_weights(d->c, rq, n);
+    free(rq);
+    if (st == TERN_E_INTERNAL) return st;
+    if (st) fprintf(stderr, "tern: the weights stay row-major: %s\n", tern_last_error());
+    else d->tiled = n;
+    return TERN_OK;
 }
 
 static size_t arena_need(const tern_model *m, int n_rope)
@@ -292,9 +291,8 @@ tern_status tern_backend_cuda_load(tern_model *m)
             st = upload_f32(d, at, ws[k], c->hidden);
         }
     }
-    if (!st) tile_weights(m, d);
     if (st || (st = cuda_dbuf_reserve(d->c, &d->norm_tmp, tern_cuda_norm_tmp_bytes(c->hidden), 0)) ||
-        (st = cuda_chain_setup(m)))
+        (st = cuda_chain_setup(m)) || (st = tile_weights(m, d)))
         goto fail;
     const char *sm = getenv("TERN_CUDA_SUMMARY");
     m->bk = sm && !strcmp(sm, "0") ? &tern_backend_cuda_no_summary : &tern_backend_cuda;

@@ -5,7 +5,8 @@
  * small-batch kernel's 8 / 16 / 32 / 64-row tiles, the prefill GEMM on
  * warpgroup MMA and on mma.sync), a block of rows from a tile boundary on,
  * and the refusals: a matrix the layout does not take, an overlapping
- * one, rows off a tile boundary, other K, a pair with one matrix tiled. */
+ * one (alone or within one call, which then tiles nothing), rows off a
+ * tile boundary, other K, a pair with one matrix tiled. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,8 +45,8 @@ static void tiled_case(int form, int N, int K, const int *ms)
     float *y0 = ops_dev_random((long)mmax * N, TERN_DT_F32, 13u, 1.0f), *y = ops_dev_zero((size_t)mmax * N * 4);
     float *tmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(K));
     float *want = malloc((size_t)mmax * N * 4), *got = malloc((size_t)mmax * N * 4);
-    int ok = ops_ok(tern_cuda_tile_weight(ops_cuda, wt, N, K), "tile the weights") &&
-             (!wut || ops_ok(tern_cuda_tile_weight(ops_cuda, wut, N, K), "tile the up weights"));
+    tern_cuda_tile_req rq[2] = {{wt, N, K}, {wut, N, K}};
+    int ok = ops_ok(tern_cuda_tile_weights(ops_cuda, rq, wut ? 2 : 1), "tile the weights");
     for (const int *m = ms; *m && ok; m++) {
         char name[128];
         snprintf(name, sizeof name, "tiled %s M=%d N=%d K=%d", names[form], *m, N, K);
@@ -80,6 +81,16 @@ static void tiled_edges(void)
     float *want = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
     expect(tern_cuda_tile_weight(ops_cuda, wt, 1004, K) == TERN_E_INVALID, "tiled layout refused for N not a multiple of 8");
     expect(tern_cuda_tile_weight(ops_cuda, wt, N, 1000) == TERN_E_INVALID, "tiled layout refused for K not a multiple of 32");
+    /* a call with one request refused writes nothing: the other stays row-major */
+    tern_cuda_tile_req bad[2] = {{wt, N, K}, {(uint16_t *)wt + 8 * K, 16, K}};
+    expect(tern_cuda_tile_weights(ops_cuda, bad, 2) == TERN_E_INVALID && !tern_cuda_is_tiled(ops_cuda, wt),
+           "a call with overlapping requests refused, nothing tiled");
+    for (int t = 0; t < 2; t++)
+        if (ops_ok(tern_cuda_matmul(ops_cuda, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, x, 1, K, t ? wt : w, TERN_DT_BF16, N,
+                                    y, N, 0, NULL),
+                   "row-major product after the refused call"))
+            ops_get(t ? got : want, y, (size_t)N * 4);
+    ops_same("the refused call left the matrix as it was", got, want, N);
     if (ops_ok(tern_cuda_tile_weight(ops_cuda, wt, N, K), "tile the weights")) {
         expect(tern_cuda_tile_weight(ops_cuda, wt, N, K) == TERN_OK, "tiling a tiled matrix again does nothing");
         expect(tern_cuda_tile_weight(ops_cuda, (uint16_t *)wt + 8 * K, 16, K) == TERN_E_INVALID,

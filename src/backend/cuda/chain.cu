@@ -383,7 +383,7 @@ extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod 
             (s->mode != TERN_CUDA_CH_STORE && s->mode != TERN_CUDA_CH_ADD && !sw) || (sw && (!s->d_wu || s->N % 4)))
             return tern_error(TERN_E_INVALID, "cuda chain: product %d (K %d, N %d, mode %d) is not one it takes", i,
                               s->K, s->N, s->mode);
-        if (c->n_tiled && (tern_cuda_is_tiled(c, s->d_w) || (s->d_wu && tern_cuda_is_tiled(c, s->d_wu))))
+        if (tern_cuda_is_tiled(c, s->d_w) || (s->d_wu && tern_cuda_is_tiled(c, s->d_wu)))
             return tern_error(TERN_E_UNSUPPORTED, "cuda chain: product %d's weights are tiled; the chain reads rows", i);
         ch_prod &p = a.p[i];
         p.x = s->d_x, p.nw = s->d_nw, p.eps = s->eps;

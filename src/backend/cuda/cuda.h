@@ -394,10 +394,19 @@ tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, flo
  * c: every tensor-core product over d_w, or over rows of it from a
  * multiple of 8 on, then reads it so, with the same bits as over the
  * row-major matrix; cuBLAS, the matrix-vector kernel and the chain refuse
- * it. Nothing is written unless the call gets its buffer (32 MB at most,
- * freed before it returns). TERN_E_UNSUPPORTED with the tensor-core products
- * off; a second call for the same matrix does nothing. Not during a graph
- * capture. */
+ * it. _weights does n matrices with one buffer (32 MB at most, freed
+ * before it returns): every request is checked and the buffer had before
+ * anything is written, so a refusal (a bad shape, an overlap,
+ * TERN_E_NOMEM, TERN_E_UNSUPPORTED with the tensor-core products off)
+ * leaves every matrix as it was; only a CUDA error past that point can
+ * leave one half rewritten (the context is then unusable). A matrix
+ * already tiled is skipped. Not during a graph capture. */
+typedef struct {
+    void *d_w;
+    long N;
+    int K;
+} tern_cuda_tile_req;
+tern_status tern_cuda_tile_weights(tern_cuda *c, const tern_cuda_tile_req *rq, int n);
 tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K);
 /* Whether d_w lies inside a matrix recorded as tiled. */
 int tern_cuda_is_tiled(const tern_cuda *c, const void *d_w);

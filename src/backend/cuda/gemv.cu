@@ -365,7 +365,7 @@ tern_status tern_cuda_gemv_tile(tern_cuda *c, tern_cuda_act act, const float *x,
                                 tern_dtype wdt, int N, float *y, int ldy, int accumulate, const float *nw, float eps,
                                 float *tmp)
 {
-    if (c->n_tiled && tern_cuda_is_tiled(c, w))
+    if (tern_cuda_is_tiled(c, w))
         return tern_error(TERN_E_UNSUPPORTED, "cuda matmul: the matrix-vector kernel reads row-major weights, not tiled");
     bool rnd = act == TERN_CUDA_ACT_BF16;
     norm_arg na = {nw, eps, NULL, 0};
@@ -402,7 +402,7 @@ static tern_status gate_up_any(tern_cuda *c, tern_cuda_act act, const float *d_x
     bool rnd = act == TERN_CUDA_ACT_BF16;
     if (d_nw && rnd) return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: the folded norm takes float32 activations");
     if (tern_cuda_mma_takes(c, wdt, K)) return tern_cuda_mma(c, act, d_x, M, K, d_wg, d_wu, F, d_h, F, 0, d_nw, eps);
-    if (c->n_tiled && (tern_cuda_is_tiled(c, d_wg) || tern_cuda_is_tiled(c, d_wu)))
+    if (tern_cuda_is_tiled(c, d_wg) || tern_cuda_is_tiled(c, d_wu))
         return tern_error(TERN_E_UNSUPPORTED, "cuda gate_up: the matrix-vector kernel reads row-major weights, not tiled");
     for (int m0 = 0; m0 < M; m0 += TERN_CUDA_GEMV_MAX_M) {
         int m = M - m0 < TERN_CUDA_GEMV_MAX_M ? M - m0 : TERN_CUDA_GEMV_MAX_M;

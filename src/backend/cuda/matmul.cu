@@ -49,7 +49,7 @@ extern "C" tern_status tern_cuda_matmul(tern_cuda *c, tern_cuda_act act, tern_cu
                           M, K, N, ldy);
     if (M == 0) return TERN_OK;
     /* cuBLAS reads rows: a tiled matrix (tiled.cu) stays on the tensor-core kernels */
-    if (use_cublas(path, M, wdt) && !(c->n_tiled && tern_cuda_is_tiled(c, d_w))) {
+    if (use_cublas(path, M, wdt) && !tern_cuda_is_tiled(c, d_w)) {
         if (!d_tmp) return tern_error(TERN_E_INVALID, "cuda matmul: cuBLAS path needs its workspace");
         tern_status hs = blas_handle(c);
         if (hs) return hs;

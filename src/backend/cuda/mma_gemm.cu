@@ -240,6 +240,13 @@ static tern_status gm_launch(tern_cuda *c, const gm_args &a)
     return launch(c, "mma_gemm", kern, grid, dim3(GM_THREADS), smem, a);
 }
 
+template <bool TILED>
+static tern_status gm_pick(tern_cuda *c, bool lo, bool norm, const gm_args &a)
+{
+    if (norm) return lo ? gm_launch<true, true, TILED>(c, a) : gm_launch<false, true, TILED>(c, a);
+    return lo ? gm_launch<true, false, TILED>(c, a) : gm_launch<false, false, TILED>(c, a);
+}
+
 static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* hi, lo and inv of x in the context's scratch, then the GEMM into y
@@ -282,10 +289,7 @@ static tern_status gemm_path(tern_cuda *c, bool lo, const float *x, int M, int K
         gm_args a = {hi, lo16, M, K, (const uint16_t *)(pass ? wu : w), N, pass ? u : y, wu ? N : ldy,
                      wu ? 0 : accumulate, inv, NULL, tiled};
         if (wgmma) st = tern_cuda_wgmma_gemm(c, lo, nw != NULL, a);
-        else if (tiled) st = nw ? (lo ? gm_launch<true, true, true>(c, a) : gm_launch<false, true, true>(c, a))
-                                : (lo ? gm_launch<true, false, true>(c, a) : gm_launch<false, false, true>(c, a));
-        else st = nw ? (lo ? gm_launch<true, true, false>(c, a) : gm_launch<false, true, false>(c, a))
-                     : (lo ? gm_launch<true, false, false>(c, a) : gm_launch<false, false, false>(c, a));
+        else st = tiled ? gm_pick<true>(c, lo, nw != NULL, a) : gm_pick<false>(c, lo, nw != NULL, a);
         if (st) return st;
     }
     return wu ? tern_cuda_silu_mul(c, y, u, (long)M * N) : TERN_OK;

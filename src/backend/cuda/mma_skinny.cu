@@ -482,6 +482,17 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
     return sk_launch<4, false, LO, NMAT, NORM, TILED, NMAT == 1 ? 4 : 2>(c, a);
 }
 
+template <bool TILED>
+static tern_status sk_pick(tern_cuda *c, bool lo, const sk_args &a)
+{
+    if (a.w1) {
+        if (a.nw) return lo ? sk_rows<true, 2, true, TILED>(c, a) : sk_rows<false, 2, true, TILED>(c, a);
+        return lo ? sk_rows<true, 2, false, TILED>(c, a) : sk_rows<false, 2, false, TILED>(c, a);
+    }
+    if (a.nw) return lo ? sk_rows<true, 1, true, TILED>(c, a) : sk_rows<false, 1, true, TILED>(c, a);
+    return lo ? sk_rows<true, 1, false, TILED>(c, a) : sk_rows<false, 1, false, TILED>(c, a);
+}
+
 /* y = x . w^T for M <= 64 rows (internal: mma_gemm.cu's dispatch). nw:
  * the folded RMSNorm's weight or NULL; wu: the up weight of a SwiGLU
  * gate/up pair (w the gate), or NULL; tiled: w (and wu) in the tiled
@@ -493,18 +504,5 @@ tern_status tern_cuda_mma_skinny(tern_cuda *c, bool lo, const float *x, int M, i
         return tern_error(TERN_E_INTERNAL, "cuda mma: the small-batch kernel takes 1..%d rows, not %d",
                           (int)MMA_SKINNY_MAX, M);
     sk_args a = {x, M, K, (const uint16_t *)w, (const uint16_t *)wu, N, y, ldy, accumulate, nw, eps};
-    if (tiled) {
-        if (wu) {
-            if (nw) return lo ? sk_rows<true, 2, true, true>(c, a) : sk_rows<false, 2, true, true>(c, a);
-            return lo ? sk_rows<true, 2, false, true>(c, a) : sk_rows<false, 2, false, true>(c, a);
-        }
-        if (nw) return lo ? sk_rows<true, 1, true, true>(c, a) : sk_rows<false, 1, true, true>(c, a);
-        return lo ? sk_rows<true, 1, false, true>(c, a) : sk_rows<false, 1, false, true>(c, a);
-    }
-    if (wu) {
-        if (nw) return lo ? sk_rows<true, 2, true, false>(c, a) : sk_rows<false, 2, true, false>(c, a);
-        return lo ? sk_rows<true, 2, false, false>(c, a) : sk_rows<false, 2, false, false>(c, a);
-    }
-    if (nw) return lo ? sk_rows<true, 1, true, false>(c, a) : sk_rows<false, 1, true, false>(c, a);
-    return lo ? sk_rows<true, 1, false, false>(c, a) : sk_rows<false, 1, false, false>(c, a);
+    return tiled ? sk_pick<true>(c, lo, a) : sk_pick<false>(c, lo, a);
 }

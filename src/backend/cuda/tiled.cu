@@ -12,8 +12,8 @@
  * same registers in the same order as a row-major one: the same bits.
  * The paths that read rows (cuBLAS, gemv.cu, chain.cu) refuse one. On an
  * H100 the layout took a one-row product over 4.3 GB from 97-98% to 101%
- * of the read kernel's rate and Qwen3-8B decode from 5.96-6.01 to 5.76 ms
- * a token (docs/BENCHMARKS.md). */
+ * of the read kernel's rate and Qwen3-8B decode from 5.97 to 5.77 ms a
+ * token, prefill unchanged (the same call, docs/BENCHMARKS.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,55 +60,101 @@ static const struct tern_cuda_tiled *tiled_find(const tern_cuda *c, const void *
     return &c->tiled[i];
 }
 
-extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K)
+/* Whether the bf16 [N, K] matrix at w may be tiled: 0 yes, 1 already is
+ * (the same matrix), else an error (a bad shape, or overlapping a tiled
+ * matrix or another request: rq[0 .. i - 1]). */
+static int tile_check(const tern_cuda *c, const tern_cuda_tile_req *rq, int i, tern_status *st)
 {
-    if (!d_w || N <= 0 || N % 8 || K < MMA_KB || K % MMA_KB)
-        return tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] (N a multiple of 8, K of %d)", N, K,
-                          (int)MMA_KB);
+    const tern_cuda_tile_req *q = &rq[i];
+    long N = q->N;
+    int K = q->K;
+    *st = TERN_OK;
+    if (!q->d_w || N <= 0 || N % 8 || K < MMA_KB || K % MMA_KB) {
+        *st = tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] (N a multiple of 8, K of %d)", N, K,
+                         (int)MMA_KB);
+        return -1;
+    }
+    const char *w0 = (const char *)q->d_w, *w1 = w0 + (size_t)N * K * 2;
+    int at = tiled_after(c, w0);
+    const struct tern_cuda_tiled *prev = at ? &c->tiled[at - 1] : NULL, *next = at < c->n_tiled ? &c->tiled[at] : NULL;
+    if (prev && prev->base == w0 && prev->bytes == (size_t)(w1 - w0) && prev->K == K) return 1;
+    bool clash = (prev && w0 < prev->base + prev->bytes) || (next && next->base < w1);
+    for (int j = 0; j < i && !clash; j++) {
+        const char *v0 = (const char *)rq[j].d_w, *v1 = v0 + (size_t)rq[j].N * rq[j].K * 2;
+        clash = w0 < v1 && v0 < w1;
+    }
+    if (clash) {
+        *st = tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] at %p overlaps a tiled matrix", N, K, q->d_w);
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" tern_status tern_cuda_tile_weights(tern_cuda *c, const tern_cuda_tile_req *rq, int n)
+{
     if (!c->mma)
         return tern_error(TERN_E_UNSUPPORTED, "cuda tiled weights: the tensor-core products are off (TERN_CUDA_MMA=0)");
-    size_t bytes = (size_t)N * K * 2;
-    const char *w0 = (const char *)d_w;
-    int at = tiled_after(c, w0); /* the new record's place */
-    const struct tern_cuda_tiled *prev = at ? &c->tiled[at - 1] : NULL, *next = at < c->n_tiled ? &c->tiled[at] : NULL;
-    if (prev && prev->base == w0 && prev->bytes == bytes && prev->K == K) return TERN_OK;
-    if ((prev && w0 < prev->base + prev->bytes) || (next && next->base < w0 + bytes))
-        return tern_error(TERN_E_INVALID, "cuda tiled weights: [%ld, %d] at %p overlaps a tiled matrix", N, K, d_w);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(c->stream, &cs), "tiled weights");
     if (cs != cudaStreamCaptureStatusNone)
         return tern_error(TERN_E_INTERNAL, "cuda tiled weights: not during a graph capture");
-    if (c->n_tiled == c->cap_tiled) {
-        int cap = c->cap_tiled ? 2 * c->cap_tiled : 64;
+    /* every request checked, the table's room and the buffer had, before
+     * anything is written */
+    tern_status st = TERN_OK;
+    size_t chunk = 0;
+    int fresh = 0;
+    for (int i = 0; i < n; i++) {
+        int k = tile_check(c, rq, i, &st);
+        if (k < 0) return st;
+        if (k) continue;
+        fresh++;
+        size_t row = (size_t)rq[i].K * 2, rows = (TILE_CHUNK_BYTES / row) & ~(size_t)7;
+        rows = rows < 8 ? 8 : rows > (size_t)rq[i].N ? (size_t)rq[i].N : rows;
+        if (rows * row > chunk) chunk = rows * row;
+    }
+    if (!fresh) return TERN_OK;
+    if (c->n_tiled + fresh > c->cap_tiled) {
+        int cap = c->cap_tiled ? c->cap_tiled : 64;
+        while (cap < c->n_tiled + fresh) cap *= 2;
         struct tern_cuda_tiled *t = (struct tern_cuda_tiled *)realloc(c->tiled, (size_t)cap * sizeof *t);
         if (!t) return tern_error(TERN_E_NOMEM, "cuda tiled weights: table of %d", cap);
         c->tiled = t, c->cap_tiled = cap;
     }
     /* a chunk of whole tiles at a time through a buffer of its own (not
-     * the GEMM's scratch, which captured graphs may hold): nothing is
-     * written before the buffer is had */
-    long rows = (long)(TILE_CHUNK_BYTES / ((size_t)K * 2)) & ~7L;
-    if (rows < 8) rows = 8;
-    if (rows > N) rows = N;
+     * the GEMM's scratch, which captured graphs may hold) */
     void *tmp = NULL;
-    tern_status st = tern_cuda_alloc(c, (size_t)rows * K * 2, &tmp);
-    if (st) return st;
-    for (long r0 = 0; r0 < N && !st; r0 += rows) {
-        long n = N - r0 < rows ? N - r0 : rows;
-        uint16_t *wr = (uint16_t *)d_w + r0 * K;
-        cudaError_t e = cudaMemcpyAsync(tmp, wr, (size_t)n * K * 2, cudaMemcpyDeviceToDevice, c->stream);
-        if (e != cudaSuccess) st = cuda_fail(e, "tiled weights: copy");
-        else tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)wr, n, K);
-        if (!st) st = launched("tiled weights: tile");
+    if ((st = tern_cuda_alloc(c, chunk, &tmp))) return st;
+    for (int i = 0; i < n && !st; i++) {
+        if (tile_check(c, rq, i, &st)) continue; /* tiled before this call, or earlier in it */
+        long N = rq[i].N, rows = (long)(chunk / ((size_t)rq[i].K * 2)) & ~7L;
+        int K = rq[i].K;
+        for (long r0 = 0; r0 < N && !st; r0 += rows) {
+            long m = N - r0 < rows ? N - r0 : rows;
+            uint16_t *wr = (uint16_t *)rq[i].d_w + r0 * K;
+            cudaError_t e = cudaMemcpyAsync(tmp, wr, (size_t)m * K * 2, cudaMemcpyDeviceToDevice, c->stream);
+            if (e != cudaSuccess) st = cuda_fail(e, "tiled weights: copy");
+            else tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)wr, m, K);
+            if (!st) st = launched("tiled weights: tile");
+        }
+        if (st) break;
+        /* recorded at once: the rest of the call sees it as tiled */
+        const char *w0 = (const char *)rq[i].d_w;
+        int at = tiled_after(c, w0);
+        memmove(&c->tiled[at + 1], &c->tiled[at], (size_t)(c->n_tiled - at) * sizeof *c->tiled);
+        c->tiled[at] = (struct tern_cuda_tiled){w0, (size_t)N * K * 2, K};
+        c->n_tiled++;
     }
     cudaError_t e = cudaStreamSynchronize(c->stream);
     cudaFree(tmp);
     if (st) return st;
     if (e != cudaSuccess) return cuda_fail(e, "tiled weights");
-    memmove(&c->tiled[at + 1], &c->tiled[at], (size_t)(c->n_tiled - at) * sizeof *c->tiled);
-    c->tiled[at] = (struct tern_cuda_tiled){w0, bytes, K};
-    c->n_tiled++;
     return TERN_OK;
+}
+
+extern "C" tern_status tern_cuda_tile_weight(tern_cuda *c, void *d_w, long N, int K)
+{
+    tern_cuda_tile_req r = {d_w, N, K};
+    return tern_cuda_tile_weights(c, &r, 1);
 }
 
 extern "C" int tern_cuda_is_tiled(const tern_cuda *c, const void *d_w) { return tiled_find(c, d_w) != NULL; }
