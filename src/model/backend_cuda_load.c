@@ -93,8 +93,7 @@ static tern_status put(cuda_model *d, size_t *off, const tern_weight *w, const v
  * H100, no extra memory): every bf16 matrix of the products whose shape
  * the layout takes is rewritten in place, in one call, the rest stay
  * row-major; a head that is the embedding table stays row-major (the
- * gather reads rows). Off with TERN_CUDA_TILED=0 and when the product
- * chain, which reads rows, is on. A refusal leaves every matrix row-major
+ * gather reads rows). Off with TERN_CUDA_TILED=0. A refusal leaves every matrix row-major
  * (a note on stderr); a CUDA error fails the load. d->tiled counts the
  * matrices. */
 static void tile_req(tern_cuda_tile_req *rq, int *n, const void *dev, tern_dtype dt, long rows, int cols)
@@ -106,7 +105,7 @@ static void tile_req(tern_cuda_tile_req *rq, int *n, const void *dev, tern_dtype
 static tern_status tile_weights(tern_model *m, cuda_model *d)
 {
     const char *tw = getenv("TERN_CUDA_TILED");
-    if ((tw && !strcmp(tw, "0")) || d->chain_ok) return TERN_OK;
+    if (tw && !strcmp(tw, "0")) return TERN_OK;
     tern_cuda_tile_req *rq = malloc((size_t)(5 * m->cfg.n_layers + 1) * sizeof *rq);
     if (!rq) return tern_error(TERN_E_NOMEM, "cuda: out of memory");
     int n = 0;

@@ -2,7 +2,9 @@
  * kernels, bit for bit: a decode layer's o + residual, gate/up with the
  * norm folded, down + residual and the next q/k/v with its norm folded, at
  * the Qwen3-8B shape and at shapes whose parts of K are uneven or empty,
- * whose widths are no multiple of 8, and chains of fewer products; run
+ * whose widths are no multiple of 8, and chains of fewer products, over
+ * row-major weights and over the tiled layout (every matrix of 8k rows
+ * tiled, the rest left in rows: against the products over rows); run
  * eagerly, twice in a row and as a captured graph replayed (the sync words
  * left at zero by each launch). `ops_test --chain` also times it. */
 #include <stdio.h>
@@ -121,19 +123,32 @@ static tern_status queue_chain(void *ctx)
     return st;
 }
 
-static void check_case(int D, int F, int Q, int n, int nonorm, unsigned seed)
+/* Tiles each of the case's matrices whose rows are a multiple of 8. */
+static void case_tile(ch_case *c, const char *name)
+{
+    tern_cuda_tile_req rq[5];
+    int n = 0;
+    if (c->D % 8 == 0) rq[n++] = (tern_cuda_tile_req){c->wo, c->D, c->D}, rq[n++] = (tern_cuda_tile_req){c->wd, c->D, c->F};
+    if (c->F % 8 == 0) rq[n++] = (tern_cuda_tile_req){c->wg, c->F, c->D}, rq[n++] = (tern_cuda_tile_req){c->wu, c->F, c->D};
+    if (c->Q % 8 == 0) rq[n++] = (tern_cuda_tile_req){c->wqkv, c->Q, c->D};
+    ops_ok(tern_cuda_tile_weights(ops_cuda, rq, n), name);
+}
+
+static void check_case_as(int D, int F, int Q, int n, int nonorm, unsigned seed, int tiled)
 {
     ch_case c;
     case_make(&c, D, F, Q, seed);
     float *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(F > D ? F : D));
     char name[160];
-    snprintf(name, sizeof name, "chain D=%d F=%d Q=%d, %d products%s", D, F, Q, n, nonorm ? ", no norms" : "");
+    snprintf(name, sizeof name, "chain D=%d F=%d Q=%d, %d products%s%s", D, F, Q, n, nonorm ? ", no norms" : "",
+             tiled ? ", tiled" : "");
     tern_cuda_chain_prod p[4];
     case_prods(&c, nonorm, p);
     ch_out ref, got;
     case_reset(&c);
     ops_ok(case_ref(&c, n, nonorm, ntmp), name);
     out_get(&c, &ref);
+    if (tiled) case_tile(&c, name);
     char what[200];
     for (int run = 0; run < 3; run++) {
         /* 0: one launch; 1: a second launch right after the first (the
@@ -179,7 +194,12 @@ static void check_case(int D, int F, int Q, int n, int nonorm, unsigned seed)
     }
     out_free(&ref);
     tern_cuda_free(ops_cuda, ntmp);
-    case_free(&c);
+    case_free(&c); /* tern_cuda_free forgets the tiled records */
+}
+
+static void check_case(int D, int F, int Q, int n, int nonorm, unsigned seed)
+{
+    check_case_as(D, F, Q, n, nonorm, seed, 0);
 }
 
 /* A chain the kernel does not take is refused with a message. */
@@ -212,6 +232,18 @@ static void chain_refusals(void)
     b = p[0];
     b.mode = 7;
     refused("an unknown mode", &b, 1, c.sync, c.err);
+    /* over the tiled layout: a gate tiled and its up not; a tiled matrix
+     * read as fewer rows than whole tiles; from a row off a tile's start */
+    ops_ok(tern_cuda_tile_weight(ops_cuda, c.wg, c.F, c.D), "chain refusals: tile the gate");
+    ops_ok(tern_cuda_tile_weight(ops_cuda, c.wo, c.D, c.D), "chain refusals: tile o");
+    refused("a gate/up pair, one tiled", &p[1], 1, c.sync, c.err);
+    b = p[0];
+    b.N = 60;
+    refused("a tiled matrix as 60 rows", &b, 1, c.sync, c.err);
+    b = p[0];
+    b.d_w = (const char *)c.wo + 4 * c.D * 2;
+    b.N = 56;
+    refused("a tiled matrix from row 4", &b, 1, c.sync, c.err);
     case_free(&c);
 }
 
@@ -244,6 +276,21 @@ void ops_chain(void)
     check_case(4096, 12288, 6144, 4, 0, 780);
     check_case(96, 4128, 36, 4, 1, 790);
     check_case(288, 2080, 100, 4, 0, 795);
+    /* over tiled weights: the Qwen3-8B layer in both forms, uneven parts and
+     * q/k/v left in rows (N = 100), partial chunks, empty parts, no norms
+     * with q/k/v in rows (N = 36); one group, q/k/v tiled at N = 104; the
+     * smallest ring */
+    check_case_as(4096, 12288, 6144, 4, 0, 800, 1);
+    check_case_as(288, 2080, 100, 4, 0, 805, 1);
+    check_case_as(2560, 9728, 4096, 4, 0, 810, 1);
+    check_case_as(64, 128, 192, 4, 0, 815, 1);
+    check_case_as(96, 4128, 36, 4, 1, 820, 1);
+    tern_cuda_set_chain_groups(ops_cuda, 1);
+    check_case_as(4096, 12288, 6144, 4, 0, 825, 1);
+    check_case_as(288, 2080, 104, 4, 0, 830, 1);
+    was = tern_cuda_set_chain_ring(ops_cuda, 2);
+    check_case_as(2560, 9728, 4096, 4, 0, 835, 1);
+    tern_cuda_set_chain_ring(ops_cuda, was);
     tern_cuda_set_chain_groups(ops_cuda, g1);
 }
 
@@ -300,19 +347,27 @@ void ops_time_chain_kernel(void)
     printf("read bandwidth %.0f GB/s: a layer's %.1f MB in %.1f us\n", gbs, mb, mb / gbs * 1e3);
     tern_cuda_free(ops_cuda, src);
     tern_cuda_free(ops_cuda, sink);
+    /* over rows (two rounds), then over the tiled layout (two rounds) */
     static const struct {
         const char *what;
-        int chain, groups, ring, timing;
-    } v[] = {{"four kernels", 0, 1, 0, 0},
-             {"one chain kernel", 1, 1, 0, 0},
-             {"one chain kernel, 3 slots a warp", 1, 1, 3, 0},
-             {"one chain kernel, 2 slots a warp", 1, 1, 2, 0},
-             {"one chain kernel, two groups", 1, 2, 0, 0},
-             {"one chain kernel, no waits (values wrong)", 1, 1, 0, 1},
-             {"one chain kernel, stream and waits alone (values wrong)", 1, 1, 0, 2},
-             {"one chain kernel, stream alone (values wrong)", 1, 1, 0, 3}};
-    for (int r = 0; r < 2; r++)
+        int chain, groups, ring, timing, tiled;
+    } v[] = {{"four kernels", 0, 1, 0, 0, 0},
+             {"one chain kernel", 1, 1, 0, 0, 0},
+             {"one chain kernel, 3 slots a warp", 1, 1, 3, 0, 0},
+             {"one chain kernel, 2 slots a warp", 1, 1, 2, 0, 0},
+             {"one chain kernel, two groups", 1, 2, 0, 0, 0},
+             {"one chain kernel, no waits (values wrong)", 1, 1, 0, 1, 0},
+             {"one chain kernel, stream and waits alone (values wrong)", 1, 1, 0, 2, 0},
+             {"one chain kernel, stream alone (values wrong)", 1, 1, 0, 3, 0},
+             {"tiled: four kernels", 0, 1, 0, 0, 1},
+             {"tiled: one chain kernel", 1, 1, 0, 0, 1},
+             {"tiled: one chain kernel, two groups", 1, 2, 0, 0, 1},
+             {"tiled: one chain kernel, two groups, stream alone (values wrong)", 1, 2, 0, 3, 1},
+             {"tiled: one chain kernel, stream alone (values wrong)", 1, 1, 0, 3, 1}};
+    for (int r = 0; r < 4; r++)
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+            if (r == 2 && k == 0) ops_layers_tile(&ly);
+            if (v[k].tiled != (r >= 2)) continue;
             lay_queue q = {&ly, v[k].chain, sync, err};
             int gw = tern_cuda_set_chain_groups(ops_cuda, v[k].groups);
             int tw = tern_cuda_set_chain_timing(ops_cuda, v[k].timing);

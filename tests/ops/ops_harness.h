@@ -84,6 +84,7 @@ typedef struct {
 } ops_layers;
 void ops_layers_make(ops_layers *s, unsigned seed);
 void ops_layers_free(ops_layers *s);
+int ops_layers_tile(ops_layers *s);
 /* The products of layer copy l that mask names (bit 0 q/k/v with the input
  * norm folded, 1 o + residual, 2 gate/up with the norm folded, 3 down +
  * residual), queued in that order as a pass queues them. */

@@ -19,6 +19,20 @@ void ops_layers_make(ops_layers *s, unsigned seed)
     s->ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(OPS_F));
 }
 
+/* Rewrites every weight in place into the tiled layout (1 when done). */
+int ops_layers_tile(ops_layers *s)
+{
+    static const long rows[5] = {OPS_QKV, OPS_D, OPS_F, OPS_F, OPS_D};
+    static const int cols[5] = {OPS_D, OPS_D, OPS_D, OPS_D, OPS_F};
+    tern_cuda_tile_req rq[5 * OPS_LAYERS];
+    int n = 0;
+    for (int l = 0; l < OPS_LAYERS; l++) {
+        void *w[5] = {s->wqkv[l], s->wo[l], s->wg[l], s->wu[l], s->wd[l]};
+        for (int i = 0; i < 5; i++) rq[n++] = (tern_cuda_tile_req){w[i], rows[i], cols[i]};
+    }
+    return ops_ok(tern_cuda_tile_weights(ops_cuda, rq, n), "tile the layers' weights");
+}
+
 void ops_layers_free(ops_layers *s)
 {
     for (int l = 0; l < OPS_LAYERS; l++) {

@@ -60,6 +60,7 @@ struct ch_prod {
     float *y;
     float eps;
     int K, N, mode, tiles, tile0;
+    int tiled;                /* w0 (and w1) in the tiled layout (tiled.cu) */
 };
 
 struct ch_args {
@@ -155,8 +156,9 @@ static __device__ int ch_step(const ch_args &a, int b, int G, int grp, int q, ch
     return ch_seek<NG>(a, b, G, grp, q, c);
 }
 
-/* Weight row r (0..7) of tile i: rows past N read the last one (never
- * written); SwiGLU: gate rows 4i..4i+3, then the same up rows. */
+/* Weight row r (0..7) of tile i of a row-major product: rows past N read
+ * the last one (never written); SwiGLU: gate rows 4i..4i+3, then the same
+ * up rows. */
 static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i, int r)
 {
     if (p.mode == TERN_CUDA_CH_SWIGLU) return (r < 4 ? p.w0 : p.w1) + (size_t)(4 * i + (r & 3)) * p.K;
@@ -164,14 +166,31 @@ static __device__ __forceinline__ const uint16_t *ch_row(const ch_prod &p, int i
     return p.w0 + (size_t)n * p.K;
 }
 
-/* The warp's chunk c of part q into slot dst by cp.async (a lane the
- * 16-byte piece `lane` of each row; rows of dst CH_ROWB apart). */
+/* The warp's chunk c of part q into slot dst by cp.async: row r of the
+ * slot (CH_ROWB bytes apart) holds the chunk's blocks of weight row r, 64
+ * bytes a block. Row-major: a load a row, lane `lane` its 16-byte piece.
+ * Tiled (N a multiple of 8, so no row past N): a load a block, the block's
+ * 8 rows x 64 bytes contiguous (SwiGLU: gate rows 4i..4i+3 and the same up
+ * rows, 256 bytes each), lane l row l / 4, piece l % 4: the same bytes in
+ * the same places, each load 512 contiguous bytes of the weights. */
 static __device__ __forceinline__ void ch_issue(const ch_args &a, const ch_wc &c, int q, int lane, unsigned char *dst)
 {
     const ch_prod &p = a.p[c.pi];
     const int nb = p.K / MMA_KB, kb = mma_part(nb, q) + c.j * CH_CHUNK, left = mma_part(nb, q + 1) - kb;
-    const int pieces = 4 * (left < CH_CHUNK ? left : CH_CHUNK);
-    if (lane >= pieces) return;
+    const int nblk = left < CH_CHUNK ? left : CH_CHUNK;
+    if (p.tiled) {
+        const uint16_t *src;
+        if (p.mode == TERN_CUDA_CH_SWIGLU)
+            src = (lane < 16 ? p.w0 : p.w1) + (size_t)(c.i >> 1) * 8 * p.K + (c.i & 1) * 4 * MMA_KB + 8 * (lane & 15);
+        else
+            src = p.w0 + (size_t)c.i * 8 * p.K + 8 * lane;
+        unsigned char *d = dst + (lane >> 2) * CH_ROWB + 16 * (lane & 3);
+#pragma unroll
+        for (int u = 0; u < CH_CHUNK; u++)
+            if (u < nblk) cp16(d + 64 * u, src + (size_t)(kb + u) * 8 * MMA_KB, true);
+        return;
+    }
+    if (lane >= 4 * nblk) return;
 #pragma unroll
     for (int r = 0; r < 8; r++) cp16(dst + r * CH_ROWB + 16 * lane, ch_row(p, c.i, r) + (size_t)kb * MMA_KB + 8 * lane, true);
 }
@@ -383,9 +402,18 @@ extern "C" tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod 
             (s->mode != TERN_CUDA_CH_STORE && s->mode != TERN_CUDA_CH_ADD && !sw) || (sw && (!s->d_wu || s->N % 4)))
             return tern_error(TERN_E_INVALID, "cuda chain: product %d (K %d, N %d, mode %d) is not one it takes", i,
                               s->K, s->N, s->mode);
-        if (tern_cuda_is_tiled(c, s->d_w) || (s->d_wu && tern_cuda_is_tiled(c, s->d_wu)))
-            return tern_error(TERN_E_UNSUPPORTED, "cuda chain: product %d's weights are tiled; the chain reads rows", i);
+        bool tiled = false, tu = false;
+        tern_status st = tiled_of(c, s->d_w, s->K, &tiled);
+        if (!st && sw) st = tiled_of(c, s->d_wu, s->K, &tu);
+        if (st) return st;
+        if (sw && tu != tiled)
+            return tern_error(TERN_E_INVALID, "cuda chain: product %d, a gate/up pair with one matrix tiled and one not",
+                              i);
+        /* a tiled product reads whole tiles: no row past N to stand in for */
+        if (tiled && s->N % 8)
+            return tern_error(TERN_E_INVALID, "cuda chain: product %d reads a tiled matrix of %d rows", i, s->N);
         ch_prod &p = a.p[i];
+        p.tiled = tiled;
         p.x = s->d_x, p.nw = s->d_nw, p.eps = s->eps;
         p.w0 = (const uint16_t *)s->d_w, p.w1 = (const uint16_t *)s->d_wu;
         p.y = s->d_y, p.K = s->K, p.N = s->N, p.mode = s->mode;

@@ -336,6 +336,8 @@ size_t tern_cuda_summary_count_bytes(int n);
  *   ADD:   y += that (the residual add);
  *   SWIGLU: y = silu(x . w^T) * (x . wu^T) over w, wu [N, K] (N a multiple
  *          of 4), the norm folded as above.
+ * A product's weights may be row-major or tiled (tern_cuda_tile_weights;
+ * a gate/up pair both or neither, N then a multiple of 8): the same bits.
  * d_sync: tern_cuda_chain_sync_bytes of zeroed words for this launch alone
  * among launches that may run at once (each launch leaves them zeroed);
  * d_err: one word, set to 1 when a block waited 2 s for the others (the
@@ -393,8 +395,8 @@ tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, flo
  * 32-element block by block; N a multiple of 8, K of 32) and records it in
  * c: every tensor-core product over d_w, or over rows of it from a
  * multiple of 8 on, then reads it so, with the same bits as over the
- * row-major matrix; cuBLAS, the matrix-vector kernel and the chain refuse
- * it. _weights does n matrices with one buffer (32 MB at most, freed
+ * row-major matrix (the chain's too); cuBLAS and the matrix-vector kernel
+ * refuse it. _weights does n matrices with one buffer (32 MB at most, freed
  * before it returns): every request is checked and the buffer had before
  * anything is written, so a refusal (a bad shape, an overlap,
  * TERN_E_NOMEM, TERN_E_UNSUPPORTED with the tensor-core products off)
