@@ -292,33 +292,18 @@ void ops_attention(void)
      * (attn_fold: cap / (4 G) splits a chunk, 552 at G = 4 and 276 at G = 8
      * for head_dim 128), so that its running max carries across chunks. */
     static const row_shape past_chunk4[] = {{18000, 3}}, past_chunk8[] = {{9000, 2}};
-    /* Rows of at most 8 splits in the batch (the cluster form's calls;
-     * alone too), and past them with the grid made larger. */
-    static const row_shape short_rows[] = {{1, 1}, {33, 1}, {77, 77}, {130, 64}, {200, 3}};
-    /* The three places of the decode attention's fold (the bits must not
+    /* Both places of the decode attention's fold (the bits must not
      * change: each case checks the per-query kernel against the tiled one
-     * bit for bit, and a call against one with a larger grid, which folds
-     * elsewhere); the default loop below takes clusters up to 8 splits and
-     * the separate launch past 32. */
-    for (int mode = 0; mode < 3; mode++) {
-        int was = tern_cuda_set_fold_splits(ops_cuda, mode == 1 ? 1 : 32);
-        int wc = tern_cuda_set_att_cluster(ops_cuda, mode == 2 ? 8 : 0);
-        static const char *const how[3] = {"the split kernel's last block", "a launch of its own",
-                                           "the first block of a cluster, up to 8 splits"};
-        printf("(decode attention's fold: %s)\n", how[mode]);
-        if (mode < 2) {
-            attention_case(32, 8, 128, past_chunk4, 1, 0);
-            attention_case(32, 4, 128, past_chunk8, 1, 1);
-            attention_case(32, 8, 128, mixed, 5, 0);
-            attention_case(16, 2, 256, mixed, 3, 1);
-            attention_case(4, 2, 16, mixed, 5, 0);
-        }
-        attention_case(32, 8, 128, short_rows, 5, mode == 2);
-        attention_case(64, 8, 128, short_rows, 5, 0);
-        attention_case(16, 2, 256, short_rows, 5, 1);
-        attention_case(8, 8, 64, short_rows, 5, 0);
-        attention_case(4, 2, 16, short_rows, 5, 1);
-        tern_cuda_set_att_cluster(ops_cuda, wc);
+     * bit for bit); the default loop below takes the separate launch past
+     * 32 splits. */
+    for (int apart = 0; apart < 2; apart++) {
+        int was = tern_cuda_set_fold_splits(ops_cuda, apart);
+        printf("(decode attention's fold: %s)\n", apart ? "a launch of its own" : "the split kernel's last block");
+        attention_case(32, 8, 128, past_chunk4, 1, 0);
+        attention_case(32, 4, 128, past_chunk8, 1, 1);
+        attention_case(32, 8, 128, mixed, 5, 0);
+        attention_case(16, 2, 256, mixed, 3, 1);
+        attention_case(4, 2, 16, mixed, 5, 0);
         tern_cuda_set_fold_splits(ops_cuda, was);
     }
     for (int paged = 0; paged < 2; paged++) {
@@ -328,7 +313,6 @@ void ops_attention(void)
         attention_case(16, 2, 256, mixed, 3, paged);
         attention_case(4, 2, 16, mixed, 5, paged);
         attention_case(4, 2, 32, mixed, 5, paged);
-        attention_case(32, 8, 128, short_rows, 5, paged);
         attention_case(32, 8, 128, one_long, 1, paged);
         attention_case(32, 8, 128, prefill, 1, paged);
     }

@@ -9,18 +9,10 @@
  * heads are rows 0 .. G-1 of the 16; warp w forms key tile w's scores, each
  * takes a quarter of the output tiles). The last block of a (query, kv
  * head) to finish (an atomic count) folds the splits in split order
- * (attn_fold); or, for calls of up to c->att_cluster splits, the splits of
- * a (query, kv head) are one thread-block cluster: each block keeps its
- * record in its shared memory and the first folds them from there after a
- * cluster barrier (attn_fold's arithmetic, no global round trip, fence or
- * count). Nothing depends on other queries, other rows or the launch
+ * (attn_fold). Nothing depends on other queries, other rows or the launch
  * size, so prefill and decode of the same position agree bit for bit, and
  * the tiled prefill kernel (attention_tiled.cu) gives the same bits. */
-#include <cooperative_groups.h>
-
 #include "backend/cuda/attention.cuh"
-
-namespace cg = cooperative_groups;
 
 enum { S = ATT_S };
 
@@ -46,67 +38,16 @@ extern "C" tern_status tern_cuda_set_attn_timeline(tern_cuda *c, unsigned long l
 
 /* Shared memory of one block: q [G][QKS], k [S][QKS] (att_qk_stride), v
  * [S][hd + 4] (the values' reads of keys 2t, 2t + 1 at dimension g hit
- * distinct banks); the cluster form also its record [G][hd + 2]. */
-static size_t att_smem(int G, int hd, bool cluster)
+ * distinct banks). */
+static size_t att_smem(int G, int hd)
 {
-    return sizeof(float) * ((size_t)G * att_qk_stride(hd) + (size_t)S * att_qk_stride(hd) + (size_t)S * (hd + 4) +
-                            (cluster ? (size_t)G * (hd + 2) : 0));
-}
-
-/* The cluster form's fold (FV 2), by the cluster's first block: the ns
- * splits' records (o [hd], m, l a head, in the shared memory of block s of
- * the cluster) of the G heads folded into out with attn_fold's steps in
- * split order: the running max M_s of m_0 .. m_s (from -inf), a = exp(M_{s-1}
- * - M_s), b = exp(m_s - M_s), l and o by attn_fold_step from 0, o / l. */
-template <int hd>
-__device__ __forceinline__ void attn_fold_cluster(cg::cluster_group &cl, float *rec, int ns, int G, int t, int kvh,
-                                                  int n_heads, float *__restrict__ out)
-{
-    enum { SMAX = ATT_CLUSTER_MAX };
-    __shared__ float ms[ATT_MAX_GROUP][SMAX], ls[ATT_MAX_GROUP][SMAX], as[ATT_MAX_GROUP][SMAX], bs[ATT_MAX_GROUP][SMAX];
-    constexpr int RS = hd + 2;
-    int tid = threadIdx.x;
-    for (int i = tid; i < G * ns; i += ATT_THREADS) {
-        int g = i / ns, s = i % ns;
-        const float *r = cl.map_shared_rank(rec, s) + g * RS + hd;
-        ms[g][s] = r[0];
-        ls[g][s] = r[1];
-    }
-    __syncthreads();
-    if (tid < G) {
-        float run = -INFINITY;
-        for (int s = 0; s < ns; s++) {
-            float m = ms[tid][s], prev = run;
-            run = fmaxf(run, m);
-            as[tid][s] = expf(prev - run);
-            bs[tid][s] = expf(m - run);
-        }
-    }
-    __syncthreads();
-    constexpr int PER = ATT_MAX_GROUP * hd / ATT_THREADS > 0 ? ATT_MAX_GROUP * hd / ATT_THREADS : 1;
-#pragma unroll
-    for (int k = 0; k < PER; k++) {
-        int i = tid + k * ATT_THREADS, g = i / hd, d = i % hd;
-        if (i >= G * hd) break;
-        float v[SMAX];
-#pragma unroll
-        for (int s = 0; s < SMAX; s++) v[s] = s < ns ? cl.map_shared_rank(rec, s)[g * RS + d] : 0.0f;
-        float l = 0.0f, o = 0.0f;
-#pragma unroll
-        for (int s = 0; s < SMAX; s++) {
-            if (s >= ns) break;
-            l = attn_fold_step(l, as[g][s], bs[g][s], ls[g][s]);
-            o = attn_fold_step(o, as[g][s], bs[g][s], v[s]);
-        }
-        out[((long)t * n_heads + kvh * G + g) * hd + d] = o / l;
-    }
+    return sizeof(float) * ((size_t)G * att_qk_stride(hd) + (size_t)S * att_qk_stride(hd) + (size_t)S * (hd + 4));
 }
 
 /* Instantiated for head_dim 16, 32, 64, 128 and 256 (a multiple of 4: the
- * 16-byte loads) and three forms (FV): 1 with the last block's fold, 0
+ * 16-byte loads) and two forms (FV): 1 with the last block's fold, 0
  * without (a launch of its own folds: the registers of the split's work
- * alone), 2 the cluster's fold (launched as clusters of the grid's splits;
- * its blocks past a query's last split only take part in the barriers). */
+ * alone). */
 template <int hd, int FV>
 __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda_attn_row *__restrict__ rows,
                                                                  const int *__restrict__ tok_row, int max_splits,
@@ -129,16 +70,6 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     if (j0 >= vis) {
         wait_prior_grid();
         TL_INFO(g_att_tl, ATT_BLOCK, ATT_GRID);
-        if (FV == 2) {
-            /* resident until the fold is done: let the next kernel launch
-             * as the working blocks do */
-#if __CUDA_ARCH__ >= 900
-            if (trig) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-            cg::cluster_group cl = cg::this_cluster();
-            cl.sync(); /* the records written */
-            cl.sync(); /* the fold done with them */
-        }
         return;
     }
     int nk = vis - j0 < S ? vis - j0 : S;
@@ -226,10 +157,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     }
     __syncthreads();
     TL_STAMP(g_att_tl, ATT_BLOCK, 3);
-    /* the split's record: o [hd], m, l a head, in part (gstride a head) or,
-     * in the cluster form, in this block's shared memory */
-    float *base = FV == 2 ? vs + S * VS : part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
-    long gstride = FV == 2 ? hd + 2 : (long)max_splits * (hd + 2);
+    float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
+    long gstride = (long)max_splits * (hd + 2);
     {
         /* Rows g < G are the heads; every warp takes the split's scores
          * and weights, warp w the output tiles w, w + 4, ... */
@@ -290,16 +219,6 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
      * (attn_fold), unless a separate launch folds them (fold 0). */
     TL_STAMP(g_att_tl, ATT_BLOCK, 4);
     TL_INFO(g_att_tl, ATT_BLOCK, 1ull | ATT_GRID);
-    if (FV == 2) {
-        cg::cluster_group cl = cg::this_cluster();
-        cl.sync();
-        TL_STAMP(g_att_tl, ATT_BLOCK, 5);
-        if (s == 0) attn_fold_cluster<hd>(cl, base, (vis + S - 1) / S, G, t, kvh, n_heads, out);
-        cl.sync();
-        TL_STAMP(g_att_tl, ATT_BLOCK, 6);
-        if (s == 0) TL_INFO(g_att_tl, ATT_BLOCK, 3ull | ATT_GRID);
-        return;
-    }
     if (FV == 0 || !fold) return;
     int ns = (vis + S - 1) / S;
     __threadfence();
@@ -371,34 +290,30 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     tern_status sc = attn_shape_check(total_q > 0 ? max_len : 1, n_heads, n_kv_heads, head_dim);
     if (sc || total_q <= 0) return sc;
     int ns = splits_for(max_len);
-    /* Up to c->att_cluster splits (TERN_CUDA_ATT_CLUSTER) a cluster a
-     * (query, kv head), folded in shared memory; past c->fold_splits
-     * (TERN_CUDA_FOLD_SPLITS) a separate launch folds them, with four times
-     * the blocks of the split kernel's last ones; else the last block
-     * (the same bits in all three). */
-    bool cluster = ns <= c->att_cluster && ns <= ATT_CLUSTER_MAX;
-    bool apart = !cluster && c->fold_splits > 0 && ns > c->fold_splits;
-    int fv = cluster ? 2 : apart ? 0 : 1;
-    size_t smem = att_smem(n_heads / n_kv_heads, head_dim, cluster);
+    size_t smem = att_smem(n_heads / n_kv_heads, head_dim);
+    /* Past c->fold_splits splits (TERN_CUDA_FOLD_SPLITS) a separate launch
+     * folds them, with four times the blocks of the split kernel's last
+     * ones (the same bits). */
+    bool apart = c->fold_splits > 0 && ns > c->fold_splits;
+    int fv = apart ? 0 : 1;
     typedef void (*split_fn)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long,
                              float *, unsigned *, float *, int, tern_cuda_attn_prologue, int, int);
-#define ATT_FORMS(h) {attn_split_kernel<h, 0>, attn_split_kernel<h, 1>, attn_split_kernel<h, 2>}
-    static const split_fn forms[5][3] = {ATT_FORMS(16), ATT_FORMS(32), ATT_FORMS(64), ATT_FORMS(128), ATT_FORMS(256)};
+#define ATT_FORMS(h) {attn_split_kernel<h, 0>, attn_split_kernel<h, 1>}
+    static const split_fn forms[5][2] = {ATT_FORMS(16), ATT_FORMS(32), ATT_FORMS(64), ATT_FORMS(128), ATT_FORMS(256)};
 #undef ATT_FORMS
     int ki = head_dim == 16 ? 0 : head_dim == 32 ? 1 : head_dim == 64 ? 2 : head_dim == 128 ? 3 : 4;
     split_fn kern = forms[ki][fv];
     /* Raised once per instance (to the largest asked), so that a graph
      * capture of the call queues the launch alone. */
-    static size_t smem_set[5][3];
+    static size_t smem_set[5][2];
     if (smem > smem_set[ki][fv]) {
         CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                  "attention shared memory");
         smem_set[ki][fv] = smem;
     }
-    tern_status st = launch_cl(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem,
-                               cluster ? ns : 0, d_rows, d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq,
-                               (float *)d_part, d_count, d_out, (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL,
-                               apart ? 0 : 1);
+    tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
+                            d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
+                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
     if (st || !apart) return st;
     void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
         head_dim == 16    ? attn_fold_kernel<16>

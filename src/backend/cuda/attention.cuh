@@ -8,9 +8,6 @@
 #include "backend/cuda/mma.cuh"
 
 enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, ATT_S = TERN_CUDA_ATTN_SPLIT };
-/* The most splits a cluster of the decode attention takes (the portable
- * cluster size). */
-enum { ATT_CLUSTER_MAX = 8 };
 
 /* The shapes both attention kernels take (TERN_OK), or the error. */
 static inline tern_status attn_shape_check(int max_len, int n_heads, int n_kv_heads, int head_dim)

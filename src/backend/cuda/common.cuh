@@ -25,7 +25,6 @@ struct tern_cuda {
                                 into L2 before it waits for the previous kernel */
     int sms;                 /* multiprocessors */
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
-    int att_cluster;         /* TERN_CUDA_ATT_CLUSTER (default 8): calls of up to that many splits run the decode attention as clusters, folded in shared memory; 0 never */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */
@@ -139,36 +138,6 @@ static tern_status launch(tern_cuda *c, const char *what, void (*kernel)(KArgs..
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = c->pdl ? 1 : 0;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-    if (e != cudaSuccess) return cuda_fail(e, what);
-    return TERN_OK;
-}
-
-/* launch(), the grid cut into clusters of cluster_x blocks along x (0:
- * no clusters; gridDim.x a multiple of it). */
-template <typename... KArgs, typename... Args>
-static tern_status launch_cl(tern_cuda *c, const char *what, void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                             size_t smem, int cluster_x, Args... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = c->stream;
-    cudaLaunchAttribute attr[2];
-    int n = 0;
-    if (c->pdl) {
-        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster_x > 0) {
-        attr[n].id = cudaLaunchAttributeClusterDimension;
-        attr[n].val.clusterDim.x = (unsigned)cluster_x;
-        attr[n].val.clusterDim.y = 1;
-        attr[n++].val.clusterDim.z = 1;
-    }
-    cfg.attrs = attr;
-    cfg.numAttrs = (unsigned)n;
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
     if (e != cudaSuccess) return cuda_fail(e, what);
     return TERN_OK;

@@ -97,12 +97,6 @@ tern_status tern_cuda_set_attn_timeline(tern_cuda *c, unsigned long long *d_pro,
  * TERN_CUDA_FOLD_SPLITS sets it at open (default 32). Returns the previous
  * value. */
 int tern_cuda_set_fold_splits(tern_cuda *c, int n);
-/* Calls of up to n splits (at most 8) run the decode attention as one
- * thread-block cluster a (query, kv head), its splits folded in shared
- * memory by the cluster's first block (the same bits); 0 never.
- * TERN_CUDA_ATT_CLUSTER sets it at open (default 8). Returns the previous
- * value. */
-int tern_cuda_set_att_cluster(tern_cuda *c, int n);
 
 
 /* Device memory. tern_cuda_alloc returns owned memory (tern_cuda_free). */

@@ -58,8 +58,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     c->sk_x = skx ? atoi(skx) : 5;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
-    const char *acl = getenv("TERN_CUDA_ATT_CLUSTER");
-    c->att_cluster = acl ? atoi(acl) : 8;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
     c->fold_splits = fs ? atoi(fs) : 32;
     const char *pr = getenv("TERN_CUDA_PRO_REG");
@@ -116,12 +114,6 @@ extern "C" int tern_cuda_set_wgmma(tern_cuda *c, int mode)
 {
     int was = c->wgmma;
     c->wgmma = mode;
-    return was;
-}
-extern "C" int tern_cuda_set_att_cluster(tern_cuda *c, int n)
-{
-    int was = c->att_cluster;
-    c->att_cluster = n;
     return was;
 }
 extern "C" int tern_cuda_set_fold_splits(tern_cuda *c, int n)
