@@ -292,6 +292,9 @@ void ops_attention(void)
      * (attn_fold: cap / (4 G) splits a chunk, 552 at G = 4 and 276 at G = 8
      * for head_dim 128), so that its running max carries across chunks. */
     static const row_shape past_chunk4[] = {{18000, 3}}, past_chunk8[] = {{9000, 2}};
+    /* Rows of at most 8 splits in the batch (alone too), and past them with
+     * the grid made larger. */
+    static const row_shape short_rows[] = {{1, 1}, {33, 1}, {77, 77}, {130, 64}, {200, 3}};
     /* Both places of the decode attention's fold (the bits must not
      * change: each case checks the per-query kernel against the tiled one
      * bit for bit); the default loop below takes the separate launch past
@@ -304,6 +307,8 @@ void ops_attention(void)
         attention_case(32, 8, 128, mixed, 5, 0);
         attention_case(16, 2, 256, mixed, 3, 1);
         attention_case(4, 2, 16, mixed, 5, 0);
+        attention_case(64, 8, 128, short_rows, 5, apart);
+        attention_case(8, 8, 64, short_rows, 5, !apart);
         tern_cuda_set_fold_splits(ops_cuda, was);
     }
     for (int paged = 0; paged < 2; paged++) {
@@ -313,6 +318,7 @@ void ops_attention(void)
         attention_case(16, 2, 256, mixed, 3, paged);
         attention_case(4, 2, 16, mixed, 5, paged);
         attention_case(4, 2, 32, mixed, 5, paged);
+        attention_case(32, 8, 128, short_rows, 5, paged);
         attention_case(32, 8, 128, one_long, 1, paged);
         attention_case(32, 8, 128, prefill, 1, paged);
     }
