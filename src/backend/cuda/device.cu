@@ -56,6 +56,9 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
+    const char *spb = getenv("TERN_CUDA_SKPB"), *str = getenv("TERN_CUDA_SKTRIG");
+    c->sk_pb = spb ? atoi(spb) : 0;
+    c->sk_trig = str ? atoi(str) : 0;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");

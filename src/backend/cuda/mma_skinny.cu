@@ -31,6 +31,7 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
+    int trig; /* the one-row kernel: launch the next kernel at the start (1) or at the block's last tile (2) */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -306,6 +307,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     SK_STAMP(0);
     sk_warp w = sk_start<NMAT, U, TILED>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, kb0 = w.kb0, len = w.len, ntiles = w.ntiles;
+#if __CUDA_ARCH__ >= 900
+    if (a.trig == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     wait_prior_grid();
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
@@ -335,6 +339,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     __syncwarp();
     SK_STAMP(2);
     while (w.tile < ntiles) {
+#if __CUDA_ARCH__ >= 900
+        if (a.trig == 2 && w.tile + (int)gridDim.x >= ntiles) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
         float acc[NMAT][4];
 #pragma unroll
         for (int j = 0; j < NMAT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -420,13 +427,18 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (st) return st;
     size_t smem = sx_smem(a.K);
     sk_args b = a;
+    b.trig = c->sk_trig;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
-                  dim3(SK_THREADS), smem, b);
+    dim3 grid = one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1);
+    if (c->sk_pb > 0) {
+        long tiles = (a.N + 7) / 8, slots = (long)c->sk_pb * c->sms, per = (tiles + slots - 1) / slots;
+        grid = dim3((unsigned)((tiles + per - 1) / per));
+    }
+    return launch(c, "mma_skinny_one", kern, grid, dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */
