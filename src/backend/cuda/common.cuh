@@ -26,7 +26,7 @@ struct tern_cuda {
     int sms;                 /* multiprocessors */
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
-    int sk_pb, sk_trig;      /* TERN_CUDA_SKPB: one-row blocks a multiprocessor (0: as many as fit); TERN_CUDA_SKTRIG: one-row products let the next kernel launch at their start (1) or at their last tile (2) */
+    int sk_pb, sk_trig;      /* TERN_CUDA_SKPB: one-row blocks a multiprocessor (0: as many as fit); TERN_CUDA_SKTRIG: one-row products let the next kernel launch at their start (1), at each block's last tile (2, the default) or when they end (0) */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */
     int pro_reg;             /* TERN_CUDA_PRO_REG (default 1): the attention prologue kernel with a head in registers (rowops.cu) */
@@ -75,10 +75,9 @@ static inline tern_status launched(const char *what)
  * the kernel is launched as soon as the previous one's blocks exit, before
  * its memory is flushed, and waits here); a no-op for kernels launched
  * without that attribute. Everything before the call may only touch memory
- * no earlier kernel writes (weights). Triggering the next launch earlier
- * (griddepcontrol.launch_dependents) measured slower on the H200 decode:
- * at the top of each kernel 5.81 against 5.25 ms a token, at the end of
- * each kernel's work 5.07 against 5.03. */
+ * no earlier kernel writes (weights). Which kernels trigger the next
+ * launch before they end (griddepcontrol.launch_dependents): device.cu's
+ * c->trigger and c->sk_trig. */
 __device__ __forceinline__ void wait_prior_grid(void)
 {
 #if __CUDA_ARCH__ >= 900

@@ -38,9 +38,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
     /* The small kernels before the products (the attention prologue and
      * the attention) let the next kernel launch once they run: its blocks
      * then start in the room they leave (decode step 4.76 against 4.87 ms
-     * at the Qwen3-8B shape). The products themselves do not: a product
-     * launched while the previous one still fills the device is spread
-     * unevenly over it (6.1 ms). */
+     * at the Qwen3-8B shape). The one-row products' trigger is sk_trig
+     * below. */
     c->trigger = tg ? atoi(tg) : 6;
     const char *pf = getenv("TERN_CUDA_PREFETCH");
     c->prefetch = pf ? atoi(pf) : 0;
@@ -57,8 +56,18 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
     const char *spb = getenv("TERN_CUDA_SKPB"), *str = getenv("TERN_CUDA_SKTRIG");
+    /* One-row blocks a multiprocessor: 0, as many as fit (2). One block,
+     * so that the next product's blocks fit beside the running ones, halves
+     * the bytes in flight: H100, Qwen3-8B shape, decode 6.58-6.67 against
+     * 5.70 ms a token. */
     c->sk_pb = spb ? atoi(spb) : 0;
-    c->sk_trig = str ? atoi(str) : 0;
+    /* Each block of a one-row product lets the next kernel launch when it
+     * starts its last tile (2): the next kernel's blocks then take the room
+     * of the blocks that finish first and have their first weights in
+     * flight before the last block ends. H100, Qwen3-8B shape, decode
+     * 5.556-5.565 against 5.700-5.711 ms a token (at the start, 1:
+     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md). */
+    c->sk_trig = str ? atoi(str) : 2;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
