@@ -61,8 +61,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * the bytes in flight: H100, Qwen3-8B shape, decode 6.58-6.67 against
      * 5.70 ms a token. */
     c->sk_pb = spb ? atoi(spb) : 0;
-    /* Each block of a one-row (and small-batch) product lets the next
-     * kernel launch when it starts its last tile (2): the next kernel's blocks then take the room
+    /* Each block of a one-row product lets the next kernel launch when it
+     * starts its last tile (2): the next kernel's blocks then take the room
      * of the blocks that finish first and have their first weights in
      * flight before the last block ends. H100, Qwen3-8B shape, decode
      * 5.556-5.565 against 5.700-5.711 ms a token (at the start, 1:

@@ -31,7 +31,7 @@ struct sk_args {
      * 4t..4t+3 (lanes g < 4) and the same up rows (g >= 4), and it writes
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
-    int trig; /* launch the next kernel at the start (1) or at the block's last tile (2); 0 when it ends */
+    int trig; /* the one-row kernel: launch the next kernel at the start (1) or at the block's last tile (2) */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -226,14 +226,8 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) mma_skinny_kernel(sk_args a)
     uint4 bA[U][NMAT], bB[U][NMAT];
     sk_warp w = sk_start<NMAT, U, TILED>(a, wr, bA); /* w.tile: the tile in hand */
     const int g = w.g, t = w.t, q = w.q, ntiles = w.ntiles;
-#if __CUDA_ARCH__ >= 900
-    if (a.trig == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
     wait_prior_grid();
     while (w.tile < ntiles) {
-#if __CUDA_ARCH__ >= 900
-        if (a.trig == 2 && w.tile + (int)gridDim.x >= ntiles) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
         float acc[MT][NMAT][4], ss[MT][2];
 #pragma unroll
         for (int i = 0; i < MT; i++) {
@@ -452,10 +446,8 @@ template <int MT, bool R8, bool LO, int NMAT, bool NORM, bool TILED, int U, int 
 static tern_status sk_launch(tern_cuda *c, const sk_args &a)
 {
     auto kern = mma_skinny_kernel<MT, R8, LO, NMAT, NORM, U, MINB, TILED>;
-    sk_args b = a;
-    b.trig = c->sk_trig;
     return launch(c, "mma_skinny", kern, one_wave((const void *)kern, c->sms, SK_THREADS, 0, (a.N + 7) / 8, 1),
-                  dim3(SK_THREADS), 0, b);
+                  dim3(SK_THREADS), 0, a);
 }
 
 /* TILED: the weights in the tiled layout (tiled.cu), read by the same
