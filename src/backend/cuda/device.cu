@@ -66,7 +66,9 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * of the blocks that finish first and have their first weights in
      * flight before the last block ends. H100, Qwen3-8B shape, decode
      * 5.556-5.565 against 5.700-5.711 ms a token (at the start, 1:
-     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md). */
+     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md). The
+     * small-batch kernel does not: the same trigger there made 32 rows
+     * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
