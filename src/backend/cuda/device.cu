@@ -55,18 +55,15 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * one-matrix products (o, down, q/k/v, the head) at 2 blocks with twice
      * the loads in flight, 4.70-4.72 against 4.79-4.82 at 3 (mma_skinny.cu). */
     c->sk_x = skx ? atoi(skx) : 5;
-    const char *spb = getenv("TERN_CUDA_SKPB"), *str = getenv("TERN_CUDA_SKTRIG");
-    /* One-row blocks a multiprocessor: 0, as many as fit (2). One block,
-     * so that the next product's blocks fit beside the running ones, halves
-     * the bytes in flight: H100, Qwen3-8B shape, decode 6.58-6.67 against
-     * 5.70 ms a token. */
-    c->sk_pb = spb ? atoi(spb) : 0;
+    const char *str = getenv("TERN_CUDA_SKTRIG");
     /* Each block of a one-row product lets the next kernel launch when it
      * starts its last tile (2): the next kernel's blocks then take the room
      * of the blocks that finish first and have their first weights in
      * flight before the last block ends. H100, Qwen3-8B shape, decode
      * 5.556-5.565 against 5.700-5.711 ms a token (at the start, 1:
-     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md). The
+     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md); one
+     * block a multiprocessor, so that the next product's blocks all fit
+     * beside the running ones, halved the bytes in flight: 6.58-6.67 ms. The
      * small-batch kernel does not: the same trigger there made 32 rows
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;

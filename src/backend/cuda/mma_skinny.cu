@@ -433,12 +433,8 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    dim3 grid = one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1);
-    if (c->sk_pb > 0) {
-        long tiles = (a.N + 7) / 8, slots = (long)c->sk_pb * c->sms, per = (tiles + slots - 1) / slots;
-        grid = dim3((unsigned)((tiles + per - 1) / per));
-    }
-    return launch(c, "mma_skinny_one", kern, grid, dim3(SK_THREADS), smem, b);
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+                  dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */
