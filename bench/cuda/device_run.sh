@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks of the CUDA backend, run on a GPU machine
 # from the root of a tern checkout that holds a bundle made here by
-#   scripts/cuda_device_bundle.sh .dev/cuda && tar -cJf .dev/cuda/tree.tar.xz tests/py tests/gen bench/cuda
+#   scripts/cuda_device_bundle.sh .dev/cuda && tar -cJf .dev/cuda/tree.tar.xz tests/py tests/gen bench/cuda bench/ktrace
 # (plus ../shared's fixtures/models under .dev/cuda/shared when ../shared is not there).
 # Usage: bash .dev/cuda/tree/bench/cuda/device_run.sh PHASE...   (after unpacking, or
 #        bash bench/cuda/device_run.sh PHASE... in a checkout that has the bundle)
@@ -60,7 +60,8 @@ for ph in "$@"; do
   ktrace) [ -f "$D/lib/libktrace.so" ] || { echo "no $D/lib/libktrace.so (bundle built without CUPTI)"; continue; }
     CUDA_INJECTION64_PATH=$PWD/$D/lib/libktrace.so TERN_KTRACE=$OUT/ktrace.tsv timeout 150 "$T" bench --device cuda \
       --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 1 2>&1 | tail -1
-    python3 "$TREE/bench/ktrace/ktrace_summary.py" "$OUT/ktrace.tsv" --layer "${KT_LAYER:-11}" ;;
+    K=$TREE/bench/ktrace; [ -f "$K/ktrace_summary.py" ] || K=bench/ktrace
+    python3 "$K/ktrace_summary.py" "$OUT/ktrace.tsv" --layer "${KT_LAYER:-11}" ;;
   fwd) timeout 300 "$D/bin/test_forward_cuda" 2>&1 | tail -30 ;;
   parity) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 300 python3 -m pytest -q -k "not moe" tests/py/test_model_parity.py 2>&1 | tail -15) ;;
   batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x -k "not draft" tests/py/test_server_batching.py 2>&1 | tail -8) ;;
