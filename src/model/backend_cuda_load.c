@@ -93,9 +93,9 @@ static tern_status put(cuda_model *d, size_t *off, const tern_weight *w, const v
  * H100, no extra memory): every bf16 matrix of the products whose shape
  * the layout takes is rewritten in place, in one call, the rest stay
  * row-major; a head that is the embedding table stays row-major (the
- * gather reads rows). Off with TERN_CUDA_TILED=0. A refusal leaves every matrix row-major
- * (a note on stderr); a CUDA error fails the load. d->tiled counts the
- * matrices. */
+ * gather reads rows). Off with TERN_CUDA_TILED=0. A refusal leaves every
+ * matrix row-major (a note on stderr); a CUDA error fails the load.
+ * d->tiled counts the matrices. */
 static void tile_req(tern_cuda_tile_req *rq, int *n, const void *dev, tern_dtype dt, long rows, int cols)
 {
     if (dev && dt == TERN_DT_BF16 && rows % 8 == 0 && cols % 32 == 0)
