@@ -148,7 +148,8 @@ typedef enum {
     /* cuBLAS GEMM (bf16 x bf16 -> f32) when M > 16 and the weights are BF16:
      * faster prefill, but cuBLAS chooses its algorithm (tile shape, split-K)
      * from M, so a row's bits can change with the number of rows. Also
-     * implies bf16 activations for those products. */
+     * implies bf16 activations for those products. Not for a tiled matrix
+     * (tern_cuda_tile_weights): that runs on the own kernels. */
     TERN_CUDA_MM_CUBLAS = 1
 } tern_cuda_mm_path;
 
@@ -395,8 +396,8 @@ tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t bytes, flo
  * 32-element block by block; N a multiple of 8, K of 32) and records it in
  * c: every tensor-core product over d_w, or over rows of it from a
  * multiple of 8 on, then reads it so, with the same bits as over the
- * row-major matrix (the chain's too); cuBLAS and the matrix-vector kernel
- * refuse it. _weights does n matrices with one buffer (32 MB at most, freed
+ * row-major matrix (the chain's too); a cuBLAS request over it runs on
+ * the tensor-core GEMM instead, and the matrix-vector kernel refuses it. _weights does n matrices with one buffer (32 MB at most, freed
  * before it returns): every request is checked and the buffer had before
  * anything is written, so a refusal (a bad shape, an overlap,
  * TERN_E_NOMEM, TERN_E_UNSUPPORTED with the tensor-core products off)

@@ -10,7 +10,8 @@
  * context records which matrices are tiled, and every tensor-core product
  * (mma_skinny.cu, mma_gemm.cu, mma_wgmma.cu, chain.cu) reads a tiled
  * matrix into the same registers in the same order as a row-major one:
- * the same bits. The paths that read rows (cuBLAS, gemv.cu) refuse one.
+ * the same bits. Of the paths that read rows, cuBLAS is skipped for one
+ * (matmul.cu) and gemv.cu refuses one.
  * On an H100 the layout took a one-row product over 4.3 GB from 97-98% to 101%
  * of the read kernel's rate and Qwen3-8B decode from 5.97 to 5.77 ms a
  * token, prefill unchanged (the same call, docs/BENCHMARKS.md). */
