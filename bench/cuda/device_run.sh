@@ -67,7 +67,7 @@ for ph in "$@"; do
   batch) (cd "$TREE" && TERN_DEVICE=cuda TERN_BIN=$T timeout 200 python3 -m pytest -q -x -k "not draft" tests/py/test_server_batching.py 2>&1 | tail -8) ;;
   gen) python3 "$TREE/bench/cuda/gen_qwen3_8b.py" /tmp/q8b 2>&1 | tail -2 ;;
   bench) for r in 1 2; do
-      TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -4
+      TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -5
     done ;;
   batchbench) TERN_CUDA_STATS=1 "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 32 --reps 2 --batch 1,8,32,64 2>&1 | tail -12 ;;
   batchsteady) "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 1024 --reps 1 --batch 1,8,32,64 2>&1 | grep -E "^batch" ;;
@@ -75,7 +75,7 @@ for ph in "$@"; do
   benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
     for e in "${vs[@]}"; do
       pick "$e"
-      env $v TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -3
+      env $v TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -5
     done ;;
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
   llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"

@@ -87,8 +87,10 @@ size_t tern_model_weight_bytes(const tern_model *m);
 size_t tern_model_decode_bytes(const tern_model *m);
 /* The read bandwidth of the model's GPU in GB/s, measured now (10 passes
  * over 2 GiB with 16-byte loads, the weight stream's pattern); 0 for a
- * model on the CPU or when the measurement fails. */
-double tern_model_device_bandwidth(tern_model *m);
+ * model on the CPU or when the measurement fails. copy_gbps (may be NULL)
+ * receives the device-to-device copy bandwidth measured right after (10
+ * copies of 1 GiB, read and write both counted), or 0. */
+double tern_model_device_bandwidth(tern_model *m, double *copy_gbps);
 /* Where the matmul weights live: "mapped", "panels" or "panels-huge" (static string). */
 const char *tern_model_weights_desc(const tern_model *m);
 /* Prints what a checkpoint is (architecture, shapes, parameters, bytes by

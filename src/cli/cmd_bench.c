@@ -229,14 +229,17 @@ int tern_cmd_bench(int argc, char **argv)
     /* Memory bandwidth drifts on a shared machine, so each decode run is
      * compared with a triad measured right before it; the fraction of the
      * ceiling reported is the median over the runs. */
-    double best_pre = 1e30, best_dec = 1e30, triads[100], fracs[100];
+    double best_pre = 1e30, best_dec = 1e30, triads[100], fracs[100], copies[100], cfracs[100];
     int on_gpu = 0;
     for (int r = 0; r < reps; r++) {
         waiter w;
         double tp = 0, td = 0;
         /* On a GPU the ceiling is the device's read bandwidth, measured
-         * likewise right before each run. */
-        double dev_bw = G ? tern_model_device_bandwidth(m) : 0.0;
+         * likewise right before each run, with its copy bandwidth beside
+         * it (a second figure, not the ceiling). */
+        double copy_bw = 0.0;
+        double dev_bw = G ? tern_model_device_bandwidth(m, &copy_bw) : 0.0;
+        copies[r] = copy_bw;
         triads[r] = dev_bw > 0 ? dev_bw : G ? tern_stream_triad_gbps(threads > 0 ? threads : 1, (size_t)256 << 20) : 0.0;
         on_gpu = dev_bw > 0;
         if (run(e, ids, P, 1, 1, &w, NULL)) { fprintf(stderr, "tern: %s\n", tern_last_error()); goto done; }
@@ -248,6 +251,7 @@ int tern_cmd_bench(int argc, char **argv)
             td = w.decode_s;
         }
         fracs[r] = G && triads[r] > 0 ? (G / td) / (triads[r] * 1e9 / bytes) : 0.0;
+        cfracs[r] = G && copies[r] > 0 ? (G / td) / (copies[r] * 1e9 / bytes) : 0.0;
         if (tp < best_pre) best_pre = tp;
         if (td < best_dec) best_dec = td;
     }
@@ -261,6 +265,10 @@ int tern_cmd_bench(int argc, char **argv)
            "ceiling %.2f tok/s (median run at %.1f%% of its own %s's ceiling)\n",
            P, pre_tps, best_pre * 1e3, G, dec_tps, G ? best_dec * 1e3 / G : 0.0, on_gpu ? "device read" : "triad", gbps,
            ceiling, 100.0 * frac, on_gpu ? "read" : "triad");
+    double copy_gbps = on_gpu ? median(copies, reps) : 0.0, cfrac = on_gpu ? median(cfracs, reps) : 0.0;
+    if (copy_gbps > 0)
+        printf("device copy %.1f GB/s (read + write) -> %.2f tok/s; median run at %.1f%% of its own copy's\n", copy_gbps,
+               copy_gbps * 1e9 / bytes, 100.0 * cfrac);
     double it1 = 0;
     char bjson[2048] = "";
     size_t bl = 0;
@@ -289,8 +297,10 @@ int tern_cmd_bench(int argc, char **argv)
     if (json)
         printf("{\"prefill_tps\": %.3f, \"decode_tps\": %.3f, \"prompt_tokens\": %d, \"gen_tokens\": %d, "
                "\"threads\": %d, \"weight_bytes_per_token\": %.0f, \"triad_gbps\": %.3f, \"ceiling_tps\": %.3f, "
-               "\"decode_frac_of_ceiling\": %.4f, \"weights\": \"%s\", \"load_s\": %.3f, \"batches\": [%s]}\n",
-               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, frac, tern_model_weights_desc(m), load_s, bjson);
+               "\"decode_frac_of_ceiling\": %.4f, \"copy_gbps\": %.3f, \"decode_frac_of_copy\": %.4f, \"weights\": \"%s\", "
+               "\"load_s\": %.3f, \"batches\": [%s]}\n",
+               pre_tps, dec_tps, P, G, threads, bytes, gbps, ceiling, frac, copy_gbps, cfrac, tern_model_weights_desc(m),
+               load_s, bjson);
     rc = 0;
 done:
     tern_engine_free(e);

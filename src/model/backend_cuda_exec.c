@@ -38,14 +38,15 @@ tern_status tern_exec_create_device(int n_threads, const char *device, tern_exec
     return TERN_OK;
 }
 
-/* ---- the device's read bandwidth (tern bench's ceiling) ---------------- */
+/* ---- the device's bandwidth (tern bench's ceiling) -------------------- */
 
-double tern_model_device_bandwidth(tern_model *m)
+double tern_model_device_bandwidth(tern_model *m, double *copy_gbps)
 {
+    if (copy_gbps) *copy_gbps = 0.0;
     if (!m->dev) return 0.0;
     tern_cuda *c = m->exec->cuda;
     size_t bytes = (size_t)2 << 30;
-    void *src = NULL;
+    void *src = NULL, *dst = NULL;
     float *sink = NULL, ms = 0.0f;
     double gbps = 0.0;
     tern_exec_lock(m->exec);
@@ -56,8 +57,18 @@ double tern_model_device_bandwidth(tern_model *m)
         ok = ok && !tern_cuda_timer_mark(c);
         for (int i = 0; i < 10 && ok; i++) ok = !tern_cuda_read_bw(c, src, bytes, sink);
         if (ok && !tern_cuda_timer_elapsed(c, &ms) && ms > 0) gbps = (double)bytes * 10 / (ms / 1e3) / 1e9;
+        /* The copy: a device-to-device copy of 1 GiB, its read and its
+         * write both counted. A failure here leaves *copy_gbps at 0. */
+        size_t half = bytes / 2;
+        if (copy_gbps && ok && !tern_cuda_alloc(c, half, &dst)) {
+            for (int i = 0; i < 3 && ok; i++) ok = !tern_cuda_copy(c, dst, src, half);
+            ok = ok && !tern_cuda_timer_mark(c);
+            for (int i = 0; i < 10 && ok; i++) ok = !tern_cuda_copy(c, dst, src, half);
+            if (ok && !tern_cuda_timer_elapsed(c, &ms) && ms > 0) *copy_gbps = 2.0 * half * 10 / (ms / 1e3) / 1e9;
+        }
     }
     tern_cuda_free(c, src);
+    tern_cuda_free(c, dst);
     tern_cuda_free(c, sink);
     tern_exec_unlock(m->exec);
     return gbps;

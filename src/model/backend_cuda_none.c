@@ -30,8 +30,9 @@ tern_status tern_backend_cuda_kv_create(const tern_model *m, const tern_kv_shape
     return tern_error(TERN_E_UNSUPPORTED, "this build of tern has no CUDA backend");
 }
 
-double tern_model_device_bandwidth(tern_model *m)
+double tern_model_device_bandwidth(tern_model *m, double *copy_gbps)
 {
     (void)m;
+    if (copy_gbps) *copy_gbps = 0.0;
     return 0.0;
 }
