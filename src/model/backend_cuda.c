@@ -208,6 +208,14 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
     d->prof_n = 0;
     if (d->stats) {
         d->t_begin = tern_now();
+        /* A gap over a millisecond is the caller's own work between
+         * runs (counted apart, not in the mean). */
+        double gap = d->t_end > 0 ? d->t_begin - d->t_end : -1.0;
+        if (gap > 1e-3) d->long_gaps[d->decode]++;
+        else if (gap >= 0) {
+            d->gap_s[d->decode] += gap;
+            d->gaps[d->decode]++;
+        }
         if ((st = tern_cuda_timer_mark(d->c))) return st;
     }
     if (total > d->stage_cap) {
@@ -286,7 +294,9 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
         return st;
     if ((st = prof(d, PROF_COPY, tern_cuda_upload_async(d->c, dv, h, total)))) return st;
     cuda_chain_begin(m, p);
-    return graph_start(m, p);
+    st = graph_start(m, p);
+    if (d->stats) d->queue_s[d->decode] += tern_now() - d->t_begin;
+    return st;
 }
 
 static tern_status cuda_embed(tern_model *m, tern_pass *p, float *x)
@@ -511,7 +521,8 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
         tern_cuda_timer_elapsed(d->c, &ms);
         d->passes[d->decode]++;
         d->chain_passes[d->decode] += d->chain_pass;
-        d->host_s[d->decode] += tern_now() - d->t_begin;
+        d->t_end = tern_now();
+        d->host_s[d->decode] += d->t_end - d->t_begin;
         d->dev_s[d->decode] += ms / 1e3;
     }
     return st ? st : ss;

@@ -190,9 +190,12 @@ void tern_backend_cuda_unload(tern_model *m)
     }
     for (int k = 0; d->stats && k < 2; k++)
         if (d->passes[k])
-            fprintf(stderr, "cuda stats: %ld %s passes, %.3f ms host / %.3f ms device each, %ld with product chains\n",
+            fprintf(stderr,
+                    "cuda stats: %ld %s passes, %.3f ms host / %.3f ms device each, %ld with product chains; "
+                    "host %.1f us from a pass's start to its work queued, %.1f us since the pass before (%ld more over 1 ms)\n",
                     d->passes[k], k ? "decode" : "other", 1e3 * d->host_s[k] / d->passes[k],
-                    1e3 * d->dev_s[k] / d->passes[k], d->chain_passes[k]);
+                    1e3 * d->dev_s[k] / d->passes[k], d->chain_passes[k], 1e6 * d->queue_s[k] / d->passes[k],
+                    d->gaps[k] ? 1e6 * d->gap_s[k] / d->gaps[k] : 0.0, d->long_gaps[k]);
     cuda_graph_abandon(d);
     for (int i = 0; i < GRAPH_SLOTS; i++) tern_cuda_graph_free(d->gs[i].g);
     cuda_chain_free(d);

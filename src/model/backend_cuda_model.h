@@ -85,8 +85,13 @@ typedef struct {
     dbuf chain_sync;
     unsigned *h_chain_err;  /* owned pinned word */
     int stats;
-    double t_begin, host_s[2], dev_s[2];
-    long passes[2], chain_passes[2];
+    /* TERN_CUDA_STATS: host clock at the pass's start and at its end, and
+     * sums by kind (other, decode): the pass's host and device time, the
+     * host time from its start until its work is queued (a graph replay
+     * launched), and the host time since the previous pass ended (the GPU
+     * idles through both; gaps over 1 ms counted apart). */
+    double t_begin, t_end, host_s[2], dev_s[2], queue_s[2], gap_s[2];
+    long passes[2], chain_passes[2], gaps[2], long_gaps[2];
     int decode;
     int tiled;   /* matrices in the tiled layout (backend_cuda_load.c; TERN_CUDA_TILED=0: none) */
 } cuda_model;
