@@ -433,8 +433,17 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
-                  dim3(SK_THREADS), smem, b);
+    long tiles = (a.N + 7) / 8;
+    dim3 grid = one_wave((const void *)kern, c->sms, SK_THREADS, smem, tiles, 1);
+    /* sk_grid: every slot, the tiles dealt round-robin (a tile's arithmetic
+     * does not depend on its block), so that the blocks with a tile fewer
+     * end early and the next kernel's blocks start in their room. */
+    int kind = a.ilv ? 1 : NORM ? 2 : 4;
+    if (c->sk_grid & kind) {
+        long slots = (long)blocks_per_sm((const void *)kern, SK_THREADS, smem) * c->sms;
+        grid = dim3((unsigned)(slots < tiles ? slots : tiles));
+    }
+    return launch(c, "mma_skinny_one", kern, grid, dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */

@@ -275,18 +275,34 @@ extern "C" tern_status tern_cuda_add(tern_cuda *c, float *d_y, const float *d_x,
     return launch(c, "add", add_kernel, dim3(elt_blocks(count)), dim3(256), 0, d_y, d_x, count);
 }
 
-__global__ void embed_kernel(const int32_t *__restrict__ ids, const void *__restrict__ table, tern_dtype dt, int d,
-                             float *__restrict__ out)
+/* One block per (id, 1024 elements): each thread loads its 8 elements
+ * before it stores any (one round trip, not one per element). */
+enum { EMB_THREADS = 128, EMB_PER = 8 };
+
+template <int DT>
+__global__ void __launch_bounds__(EMB_THREADS) embed_kernel(const int32_t *__restrict__ ids,
+                                                            const void *__restrict__ table, int d,
+                                                            float *__restrict__ out)
 {
     wait_prior_grid();
     long row = ids[blockIdx.x];
-    for (int i = threadIdx.x; i < d; i += blockDim.x)
-        out[(long)blockIdx.x * d + i] = weight_at(table, dt, row * d + i);
+    int i0 = (blockIdx.y * EMB_THREADS + threadIdx.x) * EMB_PER;
+    float v[EMB_PER];
+#pragma unroll
+    for (int e = 0; e < EMB_PER; e++) v[e] = i0 + e < d ? weight_at(table, (tern_dtype)DT, row * d + i0 + e) : 0.0f;
+#pragma unroll
+    for (int e = 0; e < EMB_PER; e++)
+        if (i0 + e < d) out[(long)blockIdx.x * d + i0 + e] = v[e];
 }
 
 extern "C" tern_status tern_cuda_embed(tern_cuda *c, const int32_t *d_ids, int n, const void *d_table, tern_dtype dt,
                                        int d, float *d_out)
 {
     if (n <= 0) return TERN_OK;
-    return launch(c, "embed", embed_kernel, dim3(n), dim3(256), 0, d_ids, d_table, dt, d, d_out);
+    dim3 grid(n, (d + EMB_THREADS * EMB_PER - 1) / (EMB_THREADS * EMB_PER));
+    if (dt == TERN_DT_BF16)
+        return launch(c, "embed", embed_kernel<TERN_DT_BF16>, grid, dim3(EMB_THREADS), 0, d_ids, d_table, d, d_out);
+    if (dt == TERN_DT_F16)
+        return launch(c, "embed", embed_kernel<TERN_DT_F16>, grid, dim3(EMB_THREADS), 0, d_ids, d_table, d, d_out);
+    return launch(c, "embed", embed_kernel<TERN_DT_F32>, grid, dim3(EMB_THREADS), 0, d_ids, d_table, d, d_out);
 }

@@ -97,14 +97,27 @@ __global__ void __launch_bounds__(SUM_THREADS) lse_kernel(const float *__restric
     int c = blockIdx.x, r = blockIdx.y, nc = gridDim.x;
     const float *x = logits + (long)r * ld;
     int i0 = c * SUM_CHUNK, i1 = i0 + SUM_CHUNK < V ? i0 + SUM_CHUNK : V;
+    /* The thread's elements, loaded once (all before the first use), in
+     * index order. */
+    enum { PER = SUM_CHUNK / SUM_THREADS };
+    float v[PER];
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        int i = i0 + threadIdx.x + j * SUM_THREADS;
+        v[j] = i < i1 ? x[i] : -INFINITY;
+    }
     float m = -INFINITY;
-    for (int i = i0 + threadIdx.x; i < i1; i += SUM_THREADS) m = max_nan(m, x[i]);
+#pragma unroll
+    for (int j = 0; j < PER; j++)
+        if (i0 + (int)threadIdx.x + j * SUM_THREADS < i1) m = max_nan(m, v[j]);
     m = block_fold<true>(m, sh);
     float s = 0.0f;
     if (m == -INFINITY || m != m) {
         s = m == -INFINITY ? 0.0f : m;
     } else {
-        for (int i = i0 + threadIdx.x; i < i1; i += SUM_THREADS) s += expf(x[i] - m);
+#pragma unroll
+        for (int j = 0; j < PER; j++)
+            if (i0 + (int)threadIdx.x + j * SUM_THREADS < i1) s += expf(v[j] - m);
         s = block_fold<false>(s, sh);
     }
     if (threadIdx.x == 0) part[(long)r * nc + c] = make_float2(m, s);
