@@ -478,6 +478,7 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
              * token in one call, within the spread between calls); the
              * pair kernel at 2 blocks in batches of 4 was slower, 53.2-53.5
              * us */
+            if (NMAT == 2 && c->gu_ilv == 2) return sx_launch<LO, NMAT, NORM, TILED, 2, 4>(c, a);
             if (NMAT == 2 && !(c->gu_ilv && a.N % 4 == 0)) return sx_launch<LO, NMAT, NORM, TILED, 3>(c, a);
             sk_args b = a;
             if (NMAT == 2) b.N = 2 * a.N, b.ilv = 1;
