@@ -27,9 +27,8 @@ struct tern_cuda {
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
     int sk_trig;             /* TERN_CUDA_SKTRIG: one-row products let the next kernel launch at their start (1), at each block's last tile (2, the default) or when they end (0) */
-    int sk_grid;             /* TERN_CUDA_SKGRID (default 0): one-row products whose grid fills every slot (uneven tiles a block): bit 1 gate/up, 2 q/k/v, 4 the others; 0 one wave of equal blocks */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
-    int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu); 0 the pair kernel at 3 blocks a multiprocessor, 2 at 2 blocks in batches of 4 */
+    int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */
     int pro_reg;             /* TERN_CUDA_PRO_REG (default 1): the attention prologue kernel with a head in registers (rowops.cu) */
     int chain_ring;          /* TERN_CUDA_CHAIN_RING (default 4): the chain's most ring slots a warp, 0 no chain (chain.cu) */
     int chain_groups;        /* TERN_CUDA_CHAIN_GROUPS (default 2): its groups of eight warps a block, 1 or 2 */

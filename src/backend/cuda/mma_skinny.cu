@@ -433,17 +433,8 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     if (c->tl && c->tl_seq < c->tl_cap)
         b.tl = c->tl + (size_t)c->tl_seq++ * TERN_CUDA_TL_BLOCKS * TERN_CUDA_TL_SLOTS;
 #endif
-    long tiles = (a.N + 7) / 8;
-    dim3 grid = one_wave((const void *)kern, c->sms, SK_THREADS, smem, tiles, 1);
-    /* sk_grid: every slot, the tiles dealt round-robin (a tile's arithmetic
-     * does not depend on its block), so that the blocks with a tile fewer
-     * end early and the next kernel's blocks start in their room. */
-    int kind = a.ilv ? 1 : NORM ? 2 : 4;
-    if (c->sk_grid & kind) {
-        long slots = (long)blocks_per_sm((const void *)kern, SK_THREADS, smem) * c->sms;
-        grid = dim3((unsigned)(slots < tiles ? slots : tiles));
-    }
-    return launch(c, "mma_skinny_one", kern, grid, dim3(SK_THREADS), smem, b);
+    return launch(c, "mma_skinny_one", kern, one_wave((const void *)kern, c->sms, SK_THREADS, smem, (a.N + 7) / 8, 1),
+                  dim3(SK_THREADS), smem, b);
 }
 
 /* One wave of the kernel's blocks, each with the same number of tiles. */
@@ -478,7 +469,6 @@ static tern_status sk_rows(tern_cuda *c, const sk_args &a)
              * token in one call, within the spread between calls); the
              * pair kernel at 2 blocks in batches of 4 was slower, 53.2-53.5
              * us */
-            if (NMAT == 2 && c->gu_ilv == 2) return sx_launch<LO, NMAT, NORM, TILED, 2, 4>(c, a);
             if (NMAT == 2 && !(c->gu_ilv && a.N % 4 == 0)) return sx_launch<LO, NMAT, NORM, TILED, 3>(c, a);
             sk_args b = a;
             if (NMAT == 2) b.N = 2 * a.N, b.ilv = 1;
