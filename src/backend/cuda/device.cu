@@ -61,7 +61,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * of the blocks that finish first and have their first weights in
      * flight before the last block ends. H100, Qwen3-8B shape, decode
      * 5.556-5.565 against 5.700-5.711 ms a token (at the start, 1:
-     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md); one
+     * 5.576-5.579), interleaved in two calls (docs/BENCHMARKS.md); H200,
+     * 4.415 against 4.556 (at the start 4.419); one
      * block a multiprocessor, so that the next product's blocks all fit
      * beside the running ones, halved the bytes in flight: 6.58-6.67 ms. The
      * small-batch kernel does not: the same trigger there made 32 rows
