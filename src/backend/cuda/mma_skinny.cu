@@ -32,7 +32,6 @@ struct sk_args {
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
     int trig; /* the one-row kernel: launch the next kernel at the start (1) or at the block's last tile (2) */
-    int roll; /* sk_stream: the next tile's loads issued as the buffers free (TERN_CUDA_SKROLL) */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -85,7 +84,6 @@ __device__ __forceinline__ void sk_rows_of(const sk_args &a, int tl, int g, int 
  * previous kernel). */
 struct sk_warp {
     int g, t, q, kb0, len, nfull, ntiles, tile;
-    bool preB; /* the tile's second batch is in flight in bB already (sk_stream's roll) */
 };
 
 template <int NMAT, int U, bool TILED = false>
@@ -99,7 +97,6 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
     w.kb0 = mma_part(nb, w.q), w.len = mma_part(nb, w.q + 1) - w.kb0;
     w.nfull = w.len / U, w.ntiles = (a.N + 7) / 8;
     w.tile = blockIdx.x;
-    w.preB = false;
     if (w.tile < w.ntiles) {
         sk_rows_of<NMAT, TILED>(a, w.tile, w.g, w.t, wr);
         if (w.nfull) sk_load<NMAT, U, TILED>(buf, wr, w.kb0, U);
@@ -111,47 +108,28 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
  * whole batches of U blocks, two buffers in flight (bA holds the first,
  * loaded before), then the rest one block at a time, the same products in
  * the same order; then the block's next tile's rows and first batch into
- * bA. Returns that tile (ntiles or past: none). With a.roll, where the
- * part is whole batches, the next tile's first batch goes into bA as soon
- * as the tile's last batch in bA is used, and (an even number of batches)
- * its second into bB as soon as bB is free, so that two batches stay in
- * flight through the epilogue; only when the loads are issued changes.
- * One loop for both kernels. */
+ * bA. Returns that tile (ntiles or past: none). One loop for both
+ * kernels. */
 template <int NMAT, int U, class STEP, bool TILED = false>
-__device__ __forceinline__ int sk_stream(const sk_args &a, sk_warp &w, const uint16_t *(&wr)[NMAT],
+__device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
                                          uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
-    const int next = w.tile + gridDim.x;
-    const bool roll = a.roll && nfull > 0 && nfull * U == len, more = next < w.ntiles;
-    const bool preB = w.preB;
-    w.preB = false;
     int kb = kb0;
     for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-        if (b + 1 < nfull && !(b == 0 && preB)) sk_load<NMAT, U, TILED>(bB, wr, kb + U, U);
+        if (b + 1 < nfull) sk_load<NMAT, U, TILED>(bB, wr, kb + U, U);
         step(bA, kb, U);
-        if (b + 2 < nfull) {
-            sk_load<NMAT, U, TILED>(bA, wr, kb + 2 * U, U);
-        } else if (roll && more) {
-            sk_rows_of<NMAT, TILED>(a, next, w.g, w.t, wr);
-            sk_load<NMAT, U, TILED>(bA, wr, kb0, U);
-        }
-        if (b + 1 < nfull) {
-            step(bB, kb + U, U);
-            if (roll && more && b + 2 >= nfull) {
-                sk_load<NMAT, U, TILED>(bB, wr, kb0 + U, U);
-                w.preB = true;
-            }
-        }
+        if (b + 2 < nfull) sk_load<NMAT, U, TILED>(bA, wr, kb + 2 * U, U);
+        if (b + 1 < nfull) step(bB, kb + U, U);
     }
-    if (roll) return next;
     kb = kb0 + nfull * U;
     if (kb < kb0 + len) {
         int rest = kb0 + len - kb;
         sk_load<NMAT, U, TILED>(bB, wr, kb, rest);
         step(bB, kb, rest);
     }
-    if (more) {
+    int next = w.tile + gridDim.x;
+    if (next < w.ntiles) {
         sk_rows_of<NMAT, TILED>(a, next, w.g, w.t, wr);
         if (nfull) sk_load<NMAT, U, TILED>(bA, wr, kb0, U);
     }
@@ -450,7 +428,6 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     size_t smem = sx_smem(a.K);
     sk_args b = a;
     b.trig = c->sk_trig;
-    b.roll = c->sk_roll;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)
@@ -465,10 +442,8 @@ template <int MT, bool R8, bool LO, int NMAT, bool NORM, bool TILED, int U, int 
 static tern_status sk_launch(tern_cuda *c, const sk_args &a)
 {
     auto kern = mma_skinny_kernel<MT, R8, LO, NMAT, NORM, U, MINB, TILED>;
-    sk_args b = a;
-    b.roll = c->sk_roll;
     return launch(c, "mma_skinny", kern, one_wave((const void *)kern, c->sms, SK_THREADS, 0, (a.N + 7) / 8, 1),
-                  dim3(SK_THREADS), 0, b);
+                  dim3(SK_THREADS), 0, a);
 }
 
 /* TILED: the weights in the tiled layout (tiled.cu), read by the same
