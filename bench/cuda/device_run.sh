@@ -20,7 +20,8 @@
 # TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all three, defaults
 # again), prof (TERN_CUDA_PROF=1: device time per class of op, decode), gguf (the same weights as
 # an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
-# llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz: pp512 + tg128, -fa 1),
+# llamabench (llama.cpp's llama-bench, CUDA build carried as $D/llama.tar.xz by scripts/cuda_llama_bundle.sh,
+# which also says what to leave out of the copy: pp512 + tg128, -fa 1),
 # batchab (batchbench under each environment of the ;-separated AB), kerns (Nsight Compute's device time of
 # each of a prefill's first KERNS kernels, default 40), ncugemm (Nsight Compute's speed of light and memory
 # sections of the first layer's four prefill GEMMs), ncu (Nsight Compute on one
@@ -80,7 +81,7 @@ for ph in "$@"; do
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
   llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"
     # llama.cpp links cuBLAS, cudart and NCCL dynamically: take them from wherever the machine has them.
-    LLP=$LD_LIBRARY_PATH
+    LLP=$PWD/$D/llama:$LD_LIBRARY_PATH
     for l in $(ldd "$D/llama/llama-bench" | awk '/not found/{print $1}'); do
       p=$(timeout 30 find /usr /opt /root /lib /lib64 -name "$l" 2>/dev/null | head -1); [ -n "$p" ] && LLP=$LLP:$(dirname "$p")
     done
