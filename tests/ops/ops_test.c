@@ -182,6 +182,7 @@ int main(int argc, char **argv)
         ops_fused();
         ops_pair();
         ops_chain();
+        ops_pflag();
         ops_tiled();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);
