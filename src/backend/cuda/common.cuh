@@ -26,6 +26,8 @@ struct tern_cuda {
     int sms;                 /* multiprocessors */
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
+    int fold_stage;          /* TERN_CUDA_FOLD_STAGE: the decode attention's last block folds from its records copied
+                                into shared memory in one round (attention.cuh's attn_fold_staged) */
     int sk_trig;             /* TERN_CUDA_SKTRIG: one-row products let the next kernel launch at their start (1), at each block's last tile (2, the default) or when they end (0) */
     int sk_pf;               /* TERN_CUDA_SKPF (default 0): one-row products over tiled weights prefetch into L2 their
                                 block's first n tiles before they wait (mma_skinny.cuh's sk_prefetch) */

@@ -68,6 +68,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * small-batch kernel does not: the same trigger there made 32 rows
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
+    const char *fst = getenv("TERN_CUDA_FOLD_STAGE");
+    c->fold_stage = fst ? atoi(fst) : 0;
     const char *skpf = getenv("TERN_CUDA_SKPF");
     c->sk_pf = skpf ? atoi(skpf) : 0;
     const char *pfl = getenv("TERN_CUDA_PFLAG");
