@@ -280,7 +280,7 @@ void ops_pflag(void)
     check_pflag_case(288, 2080, 100, 0, 620, 0);    /* 9 and 65 blocks: uneven parts */
     check_pflag_case(2560, 9728, 4096, 0, 625, 1);  /* parts of 10 and 38 blocks */
     check_pflag_case(96, 4128, 36, 1, 630, 0);      /* no norms; five parts empty */
-    check_pflag_case(736, 388, 104, 0, 635, 1);     /* gate/up of 388 columns: down waits for the whole kernel */
+    check_pflag_case(736, 392, 104, 0, 635, 0);     /* gate/up of 392 columns (no counters): down waits for the whole kernel */
 }
 
 /* A chain the kernel does not take is refused with a message. */
