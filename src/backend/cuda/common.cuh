@@ -29,8 +29,6 @@ struct tern_cuda {
     int fold_stage;          /* TERN_CUDA_FOLD_STAGE: the decode attention's last block folds from its records copied
                                 into shared memory in one round (attention.cuh's attn_fold_staged) */
     int sk_trig;             /* TERN_CUDA_SKTRIG: one-row products let the next kernel launch at their start (1), at each block's last tile (2, the default) or when they end (0) */
-    int sk_pf;               /* TERN_CUDA_SKPF (default 0): one-row products over tiled weights prefetch into L2 their
-                                block's first n tiles before they wait (mma_skinny.cuh's sk_prefetch) */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */
     int pro_reg;             /* TERN_CUDA_PRO_REG (default 1): the attention prologue kernel with a head in registers (rowops.cu) */

@@ -186,7 +186,6 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #if __CUDA_ARCH__ >= 900
     if (a.trig == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-    if (TILED && a.pf && w.tile < ntiles) sk_prefetch<U>(a, w.tile, kb0, len, w.nfull, a.pf);
     wait_prior_grid();
     SK_STAMP(1);
 #ifdef TERN_CUDA_TIMELINE
@@ -305,7 +304,6 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     size_t smem = sx_smem(a.K);
     sk_args b = a;
     b.trig = c->sk_trig;
-    b.pf = c->sk_pf;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)

@@ -31,7 +31,6 @@ struct sk_args {
      * previous product's, which warp q waits on for its part of x (fl_cpt
      * columns a tile there) instead of waiting for that whole kernel.
      * fl_err: set when a wait gives up after 2 s. */
-    int pf;   /* the one-row kernel, tiled weights: tiles of its part each warp prefetches into L2 before the wait (TERN_CUDA_SKPF) */
     unsigned *fl_out;
     const unsigned *fl_in;
     unsigned *fl_err;
@@ -77,33 +76,6 @@ __device__ __forceinline__ void sk_rows_of(const sk_args &a, int tl, int g, int 
     int n = tl * 8 + g < a.N ? tl * 8 + g : a.N - 1;
 #pragma unroll
     for (int j = 0; j < NMAT; j++) wr[j] = (j ? a.w1 : a.w0) + sk_row_at<TILED>(n, a.K) + 8 * t;
-}
-
-/* Before the wait for the previous kernel (tiled weights): lane 0 of
- * each warp asks the copy engine to bring into L2 its part of the block's
- * first n tiles (of the first, the blocks past the batch sk_start loaded),
- * one bulk prefetch a tile and matrix (a warp's part of a tile is one run
- * in the tiled layout; an interleaved pair's tile lies in half tiles of
- * the gate and the up, whose whole tiles' parts are asked). */
-template <int U>
-__device__ __forceinline__ void sk_prefetch(const sk_args &a, int tile, int kb0, int len, int nfull, int n)
-{
-#if __CUDA_ARCH__ >= 900
-    if ((threadIdx.x & 31) != 0) return;
-    int ntiles = (a.N + 7) / 8;
-    for (int j = 0; j < n; j++) {
-        int tl = tile + j * (int)gridDim.x;
-        if (tl >= ntiles) break;
-        int kbs = j == 0 && nfull ? kb0 + U : kb0, nb = kb0 + len - kbs;
-        if (nb <= 0) continue;
-        int t8 = a.ilv ? tl >> 1 : tl;
-        for (int m = 0; m < (a.ilv ? 2 : 1); m++) {
-            const uint16_t *p = (m ? a.w1 : a.w0) + (size_t)t8 * 8 * a.K + (size_t)kbs * 8 * MMA_KB;
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)nb * 8 * MMA_KB * 2)
-                         : "memory");
-        }
-    }
-#endif
 }
 
 /* The start of a warp of the one-row and small-batch kernels: its lane
