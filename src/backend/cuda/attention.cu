@@ -157,8 +157,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     }
     __syncthreads();
     TL_STAMP(g_att_tl, ATT_BLOCK, 3);
-    float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * att_rec(hd);
-    long gstride = (long)max_splits * att_rec(hd);
+    float *base = part + (((long)t * n_heads + kvh * G) * max_splits + s) * (hd + 2);
+    long gstride = (long)max_splits * (hd + 2);
     {
         /* Rows g < G are the heads; every warp takes the split's scores
          * and weights, warp w the output tiles w, w + 4, ... */
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         }
     }
     /* The last split block of this (query, kv head) folds all splits
-     * (attn_fold; 2: attn_fold_staged), unless a separate launch folds them (fold 0). */
+     * (attn_fold), unless a separate launch folds them (fold 0). */
     TL_STAMP(g_att_tl, ATT_BLOCK, 4);
     TL_INFO(g_att_tl, ATT_BLOCK, 1ull | ATT_GRID);
     if (FV == 0 || !fold) return;
@@ -235,8 +235,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
     __threadfence();
     /* The fold's scratch: the weights in the key and value buffers (this
      * split is done with them). */
-    if (fold == 2) attn_fold_staged<hd>(part, t, kvh, G, n_heads, max_splits, ns, ks, out);
-    else attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
+    attn_fold<hd>(part, t, kvh, G, n_heads, max_splits, ns, mx, ks, S * KS + S * VS, out);
 #ifdef TERN_CUDA_TIMELINE
     __syncthreads();
 #endif
@@ -267,7 +266,7 @@ static int splits_for(int max_len) { return (max_len + S - 1) / S; }
 
 static size_t part_bytes(int total_q, int max_len, int n_heads, int head_dim)
 {
-    return (size_t)total_q * n_heads * splits_for(max_len) * att_rec(head_dim) * sizeof(float);
+    return (size_t)total_q * n_heads * splits_for(max_len) * (head_dim + 2) * sizeof(float);
 }
 
 extern "C" size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_heads, int head_dim)
@@ -297,13 +296,6 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
      * ones (the same bits). */
     bool apart = c->fold_splits > 0 && ns > c->fold_splits;
     int fv = apart ? 0 : 1;
-    /* TERN_CUDA_FOLD_STAGE: the last block folds from a copy of every
-     * record in its shared memory (attn_fold_staged, the same bits), when
-     * the copy fits (after q, over the keys and values) */
-    int G = n_heads / n_kv_heads;
-    size_t staged_smem = ((size_t)G * att_qk_stride(head_dim) + att_stage_floats(G, head_dim, ns)) * sizeof(float);
-    bool staged = !apart && c->fold_stage && ns <= ATT_STAGE_SPLITS && staged_smem <= ATT_STAGE_BYTES;
-    if (staged && staged_smem > smem) smem = staged_smem;
     typedef void (*split_fn)(const tern_cuda_attn_row *, const int *, int, int, int, float, const float *, long,
                              float *, unsigned *, float *, int, tern_cuda_attn_prologue, int, int);
 #define ATT_FORMS(h) {attn_split_kernel<h, 0>, attn_split_kernel<h, 1>}
@@ -321,7 +313,7 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
     }
     tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
                             d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
-                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : staged ? 2 : 1);
+                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
     if (st || !apart) return st;
     void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
         head_dim == 16    ? attn_fold_kernel<16>

@@ -8,8 +8,6 @@
 #include "backend/cuda/mma.cuh"
 
 enum { ATT_THREADS = 128, ATT_MAX_GROUP = 8, ATT_MAX_HD = 256, ATT_S = TERN_CUDA_ATTN_SPLIT };
-/* The staged fold's limits: splits, and the block's shared memory */
-enum { ATT_STAGE_SPLITS = 32, ATT_STAGE_BYTES = 80 * 1024 };
 
 /* The shapes both attention kernels take (TERN_OK), or the error. */
 static inline tern_status attn_shape_check(int max_len, int n_heads, int n_kv_heads, int head_dim)
@@ -184,11 +182,6 @@ __device__ __forceinline__ void att_pv(float o[4], const uint32_t ph[4][4], cons
     }
 }
 
-/* A split's record in the per-query kernel's scratch: o [hd], m, l, and
- * two floats of padding, so that every record starts on 16 bytes (the
- * staged fold's copies). */
-__host__ __device__ constexpr int att_rec(int hd) { return hd + 4; }
-
 /* The fold of a (query, head)'s splits, in split order, from M = -inf,
  * L = 0, O = 0: with M' = max(M, m_s), a = exp(M - M'), b = exp(m_s - M'):
  *   L = fmaf(b, l_s, L a), O = fmaf(b, o_s, O a), M = M';
@@ -216,7 +209,7 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
                                           float *__restrict__ out)
 {
     int tid = threadIdx.x, lane = tid & 31;
-    long gstride = (long)max_splits * att_rec(hd);
+    long gstride = (long)max_splits * (hd + 2);
     const float *p0 = part + ((long)t * n_heads + kvh * G) * gstride;
     for (int g = tid; g < G; g += ATT_THREADS) mrun[g] = -INFINITY;
     /* Thread i keeps outputs i, i + ATT_THREADS, ... (at most GMAX hd /
@@ -233,7 +226,7 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
         /* the chunk's split maxima and sums, all loads in flight together */
         for (int i = tid; i < G * n; i += ATT_THREADS) {
             int g = i / n, j = i % n;
-            const float *p = p0 + g * gstride + (long)(s0 + j) * att_rec(hd) + hd;
+            const float *p = p0 + g * gstride + (long)(s0 + j) * (hd + 2) + hd;
             ms[g * chunk + j] = __ldcg(p);
             ls[g * chunk + j] = __ldcg(p + 1);
         }
@@ -271,7 +264,7 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
                 int i = tid + k * ATT_THREADS, g = i / hd, d = i % hd;
 #pragma unroll
                 for (int u = 0; u < FU; u++)
-                    v[k][u] = i < G * hd && u0 + u < n ? __ldcg(p0 + g * gstride + (long)(s0 + u0 + u) * att_rec(hd) + d)
+                    v[k][u] = i < G * hd && u0 + u < n ? __ldcg(p0 + g * gstride + (long)(s0 + u0 + u) * (hd + 2) + d)
                                                        : 0.0f;
             }
 #pragma unroll
@@ -294,73 +287,6 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
         if (i >= G * hd) break;
         int g = i / hd, d = i % hd;
         out[((long)t * n_heads + kvh * G + g) * hd + d] = o[k] / l[k];
-    }
-}
-
-/* The staged fold (TERN_CUDA_FOLD_STAGE): attn_fold's arithmetic, but
- * every record of the G heads' ns splits is first copied into shared
- * memory in one round (cp.async, through L2), so that the fold waits for
- * one round of reads instead of one for the maxima and one per FU splits
- * of values. stage: att_stage_floats(G, hd, ns) floats of shared memory.
- * The scan and the steps are attn_fold's with one chunk, so the bits are
- * the same. Called by the whole block after the __threadfence. */
-__host__ __device__ constexpr size_t att_stage_floats(int G, int hd, int ns)
-{
-    return (size_t)G * ns * att_rec(hd) + 2 * (size_t)G * ns;
-}
-
-template <int hd, int GMAX = ATT_MAX_GROUP>
-__device__ __forceinline__ void attn_fold_staged(const float *__restrict__ part, int t, int kvh, int G, int n_heads,
-                                                 int max_splits, int ns, float *stage, float *__restrict__ out)
-{
-    constexpr int R = att_rec(hd), R4 = R / 4;
-    int tid = threadIdx.x, lane = tid & 31;
-    long gstride = (long)max_splits * R;
-    const float *p0 = part + ((long)t * n_heads + kvh * G) * gstride;
-    float *as = stage + (size_t)G * ns * R, *bs = as + G * ns;
-    /* head g's first ns records are one run of ns R floats */
-    for (int i = tid; i < G * ns * R4; i += ATT_THREADS) {
-        int g = i / (ns * R4), r = i - g * ns * R4;
-        unsigned dst = (unsigned)__cvta_generic_to_shared(stage + ((size_t)g * ns * R + 4 * r));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(p0 + g * gstride + 4 * r) : "memory");
-    }
-    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
-        float carry = -INFINITY;
-        for (int i0 = 0; i0 < ns; i0 += 32) {
-            int i = i0 + lane;
-            float m = i < ns ? stage[((size_t)g * ns + i) * R + hd] : -INFINITY, run = m;
-#pragma unroll
-            for (int off = 1; off < 32; off <<= 1) {
-                float v = __shfl_up_sync(0xffffffffu, run, off);
-                if (lane >= off) run = fmaxf(run, v);
-            }
-            run = fmaxf(run, carry);
-            float prev = __shfl_up_sync(0xffffffffu, run, 1);
-            if (lane == 0) prev = carry;
-            if (i < ns) {
-                as[g * ns + i] = expf(prev - run);
-                bs[g * ns + i] = expf(m - run);
-            }
-            carry = __shfl_sync(0xffffffffu, run, 31);
-        }
-    }
-    __syncthreads();
-    constexpr int PER = GMAX * hd / ATT_THREADS > 0 ? GMAX * hd / ATT_THREADS : 1;
-#pragma unroll
-    for (int k = 0; k < PER; k++) {
-        int i = tid + k * ATT_THREADS;
-        if (i >= G * hd) break;
-        int g = i / hd, d = i % hd;
-        const float *rec = stage + (size_t)g * ns * R, *ag = as + g * ns, *bg = bs + g * ns;
-        float l = 0.0f, o = 0.0f;
-        for (int s = 0; s < ns; s++) {
-            float a = ag[s], b = bg[s];
-            l = attn_fold_step(l, a, b, rec[(size_t)s * R + hd + 1]);
-            o = attn_fold_step(o, a, b, rec[(size_t)s * R + d]);
-        }
-        out[((long)t * n_heads + kvh * G + g) * hd + d] = o / l;
     }
 }
 

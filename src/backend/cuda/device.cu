@@ -68,8 +68,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * small-batch kernel does not: the same trigger there made 32 rows
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
-    const char *fst = getenv("TERN_CUDA_FOLD_STAGE");
-    c->fold_stage = fst ? atoi(fst) : 0;
     const char *pfl = getenv("TERN_CUDA_PFLAG");
     c->pflag = pfl ? atoi(pfl) : 0;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
