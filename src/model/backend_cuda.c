@@ -293,7 +293,6 @@ static tern_status cuda_begin(tern_model *m, tern_pass *p)
         (st = cuda_dbuf_reserve(d->c, &d->bias, (size_t)T * (c->n_heads + 2 * c->n_kv_heads) * hd * sizeof(float), 0)))
         return st;
     if ((st = prof(d, PROF_COPY, tern_cuda_upload_async(d->c, dv, h, total)))) return st;
-    if ((st = tern_cuda_pflag_begin(d->c))) return st;
     cuda_chain_begin(m, p);
     st = graph_start(m, p);
     if (d->stats) d->queue_s[d->decode] += tern_now() - d->t_begin;
@@ -505,11 +504,9 @@ static tern_status cuda_head(tern_model *m, tern_pass *p, const float *x, float 
     }
     if (!st && logits) st = download_rows(d, logits, d->logits.d, n, V, p->need);
     if (!st) st = cuda_chain_queue_check(m);
-    if (!st) st = tern_cuda_pflag_end(d->c);
     st = prof(d, PROF_COPY, st);
     tern_status ss = tern_cuda_sync(d->c);
     if (!st && !ss) st = cuda_chain_result(m);
-    if (!st && !ss) st = tern_cuda_pflag_check(d->c);
     if (!st && !ss && d->prof && d->prof_n > 1) {
         for (int k = 1; k < d->prof_n; k++) {
             float ms = 0.0f;

@@ -6,8 +6,7 @@
  * row-major weights and over the tiled layout (every matrix of 8k rows
  * tiled, the rest left in rows: against the products over rows); run
  * eagerly, twice in a row and as a captured graph replayed (the sync words
- * left at zero by each launch). The same products under the part flags
- * (ops_pflag). `ops_test --chain` also times it. */
+ * left at zero by each launch). `ops_test --chain` also times it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,86 +202,6 @@ static void check_case(int D, int F, int Q, int n, int nonorm, unsigned seed)
     check_case_as(D, F, Q, n, nonorm, seed, 0);
 }
 
-/* The part flags (TERN_CUDA_PFLAG, mma_flags.cu): the case's products one
- * kernel each, each waiting for its part of x on the previous one's
- * counters (mode 1) or on the whole previous kernel (mode 2), against the
- * default one-row kernel, bit for bit; eagerly, twice in a row and as a
- * graph (the counters' zeroing inside it) replayed three times. */
-typedef struct {
-    const ch_case *c;
-    int nonorm;
-    float *ntmp;
-} pf_queue;
-
-static tern_status queue_pflag(void *ctx)
-{
-    pf_queue *q = ctx;
-    tern_status st = tern_cuda_copy(ops_cuda, q->c->h, q->c->h0, (size_t)q->c->D * 4);
-    if (!st) st = tern_cuda_pflag_begin(ops_cuda);
-    return st ? st : case_ref(q->c, 4, q->nonorm, q->ntmp);
-}
-
-static void check_pflag_case(int D, int F, int Q, int nonorm, unsigned seed, int tiled)
-{
-    ch_case c;
-    case_make(&c, D, F, Q, seed);
-    float *ntmp = ops_dev_zero(tern_cuda_norm_tmp_bytes(F > D ? F : D));
-    int was = tern_cuda_set_pflag(ops_cuda, 0);
-    ch_out ref, got;
-    case_reset(&c);
-    ops_ok(case_ref(&c, 4, nonorm, ntmp), "part flags: reference");
-    out_get(&c, &ref);
-    if (tiled) case_tile(&c, "part flags: tile");
-    for (int mode = 1; mode <= 2; mode++) {
-        tern_cuda_set_pflag(ops_cuda, mode);
-        for (int run = 0; run < 3; run++) {
-            char name[200];
-            static const char *const how[3] = {"", ", twice", ", graph x3"};
-            snprintf(name, sizeof name, "part flags %d D=%d F=%d Q=%d%s%s%s", mode, D, F, Q, nonorm ? ", no norms" : "",
-                     tiled ? ", tiled" : "", how[run]);
-            case_reset(&c);
-            if (run < 2) {
-                if (run == 1) {
-                    ops_ok(tern_cuda_pflag_begin(ops_cuda), name);
-                    ops_ok(case_ref(&c, 4, nonorm, ntmp), name);
-                    case_reset(&c);
-                }
-                ops_ok(tern_cuda_pflag_begin(ops_cuda), name);
-                ops_ok(case_ref(&c, 4, nonorm, ntmp), name);
-            } else {
-                pf_queue qu = {&c, nonorm, ntmp};
-                ops_graph(queue_pflag, &qu, 3, 0, NULL);
-            }
-            ops_ok(tern_cuda_pflag_end(ops_cuda), name);
-            out_get(&c, &got);
-            char what[240];
-            ops_ok(tern_cuda_pflag_check(ops_cuda), name);
-            snprintf(what, sizeof what, "%s: residual", name);
-            ops_same(what, got.h, ref.h, D);
-            snprintf(what, sizeof what, "%s: gate/up", name);
-            ops_same(what, got.g, ref.g, F);
-            snprintf(what, sizeof what, "%s: q/k/v", name);
-            ops_same(what, got.qkv, ref.qkv, Q);
-            out_free(&got);
-        }
-    }
-    tern_cuda_set_pflag(ops_cuda, was);
-    out_free(&ref);
-    tern_cuda_free(ops_cuda, ntmp);
-    case_free(&c);
-}
-
-void ops_pflag(void)
-{
-    check_pflag_case(4096, 12288, 6144, 0, 600, 0); /* the Qwen3-8B decode layer */
-    check_pflag_case(4096, 12288, 6144, 0, 605, 1);
-    check_pflag_case(64, 128, 192, 0, 610, 1);      /* K of 2 blocks: six of eight parts empty */
-    check_pflag_case(288, 2080, 100, 0, 620, 0);    /* 9 and 65 blocks: uneven parts */
-    check_pflag_case(2560, 9728, 4096, 0, 625, 1);  /* parts of 10 and 38 blocks */
-    check_pflag_case(96, 4128, 36, 1, 630, 0);      /* no norms; five parts empty */
-    check_pflag_case(736, 392, 104, 0, 635, 0);     /* gate/up of 392 columns (no counters): down waits for the whole kernel */
-}
-
 /* A chain the kernel does not take is refused with a message. */
 static void refused(const char *what, const tern_cuda_chain_prod *p, int n, unsigned *sync, unsigned *err)
 {
@@ -392,8 +311,7 @@ static tern_status queue_layers(void *ctx)
     for (int l = 0; l < OPS_LAYERS && !st; l++) {
         int nl = (l + 1) % OPS_LAYERS;
         if (!q->chain) {
-            if (l == 0) st = tern_cuda_pflag_begin(ops_cuda);
-            if (!st) st = ops_layer_run(s, l, 2 | 4 | 8);
+            st = ops_layer_run(s, l, 2 | 4 | 8);
             if (!st) st = ops_layer_run(s, nl, 1);
             continue;
         }
@@ -432,25 +350,20 @@ void ops_time_chain_kernel(void)
     /* over rows (two rounds), then over the tiled layout (two rounds) */
     static const struct {
         const char *what;
-        int chain, groups, ring, timing, tiled, pflag;
-    } v[] = {{"four kernels", 0, 1, 0, 0, 0, 0},
-             {"four kernels, free warps (TERN_CUDA_PFLAG=2)", 0, 1, 0, 0, 0, 2},
-             {"four kernels, part flags (TERN_CUDA_PFLAG=1)", 0, 1, 0, 0, 0, 1},
-             {"one chain kernel", 1, 1, 0, 0, 0, 0},
-             {"one chain kernel, 3 slots a warp", 1, 1, 3, 0, 0, 0},
-             {"one chain kernel, 2 slots a warp", 1, 1, 2, 0, 0, 0},
-             {"one chain kernel, two groups", 1, 2, 0, 0, 0, 0},
-             {"one chain kernel, no waits (values wrong)", 1, 1, 0, 1, 0, 0},
-             {"one chain kernel, stream and waits alone (values wrong)", 1, 1, 0, 2, 0, 0},
-             {"one chain kernel, stream alone (values wrong)", 1, 1, 0, 3, 0, 0},
-             {"tiled: four kernels", 0, 1, 0, 0, 1, 0},
-             {"tiled: four kernels, free warps (TERN_CUDA_PFLAG=2)", 0, 1, 0, 0, 1, 2},
-             {"tiled: four kernels, part flags (TERN_CUDA_PFLAG=1)", 0, 1, 0, 0, 1, 1},
-             {"tiled: four kernels (again)", 0, 1, 0, 0, 1, 0},
-             {"tiled: one chain kernel", 1, 1, 0, 0, 1, 0},
-             {"tiled: one chain kernel, two groups", 1, 2, 0, 0, 1, 0},
-             {"tiled: one chain kernel, two groups, stream alone (values wrong)", 1, 2, 0, 3, 1, 0},
-             {"tiled: one chain kernel, stream alone (values wrong)", 1, 1, 0, 3, 1, 0}};
+        int chain, groups, ring, timing, tiled;
+    } v[] = {{"four kernels", 0, 1, 0, 0, 0},
+             {"one chain kernel", 1, 1, 0, 0, 0},
+             {"one chain kernel, 3 slots a warp", 1, 1, 3, 0, 0},
+             {"one chain kernel, 2 slots a warp", 1, 1, 2, 0, 0},
+             {"one chain kernel, two groups", 1, 2, 0, 0, 0},
+             {"one chain kernel, no waits (values wrong)", 1, 1, 0, 1, 0},
+             {"one chain kernel, stream and waits alone (values wrong)", 1, 1, 0, 2, 0},
+             {"one chain kernel, stream alone (values wrong)", 1, 1, 0, 3, 0},
+             {"tiled: four kernels", 0, 1, 0, 0, 1},
+             {"tiled: one chain kernel", 1, 1, 0, 0, 1},
+             {"tiled: one chain kernel, two groups", 1, 2, 0, 0, 1},
+             {"tiled: one chain kernel, two groups, stream alone (values wrong)", 1, 2, 0, 3, 1},
+             {"tiled: one chain kernel, stream alone (values wrong)", 1, 1, 0, 3, 1}};
     for (int r = 0; r < 4; r++)
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
             if (r == 2 && k == 0) ops_layers_tile(&ly);
@@ -459,8 +372,6 @@ void ops_time_chain_kernel(void)
             int gw = tern_cuda_set_chain_groups(ops_cuda, v[k].groups);
             int tw = tern_cuda_set_chain_timing(ops_cuda, v[k].timing);
             int rw = v[k].ring ? tern_cuda_set_chain_ring(ops_cuda, v[k].ring) : -1;
-            int pw = tern_cuda_set_pflag(ops_cuda, v[k].pflag);
-            ops_ok(tern_cuda_pflag_begin(ops_cuda), "part flags"); /* made outside the capture */
             float ms = 0;
             if (ops_graph(queue_layers, &q, 2, 5, &ms))
                 printf("decode layer products, %s: %.1f us a layer (%.0f GB/s)\n", v[k].what, ms * 1e3 / OPS_LAYERS,
@@ -468,10 +379,6 @@ void ops_time_chain_kernel(void)
             tern_cuda_set_chain_groups(ops_cuda, gw);
             tern_cuda_set_chain_timing(ops_cuda, tw);
             if (rw >= 0) tern_cuda_set_chain_ring(ops_cuda, rw);
-            tern_cuda_set_pflag(ops_cuda, pw);
-            ops_ok(tern_cuda_pflag_end(ops_cuda), "part flags");
-            ops_ok(tern_cuda_sync(ops_cuda), "part flags");
-            ops_ok(tern_cuda_pflag_check(ops_cuda), "part flags: no wait gave up");
         }
     unsigned e = 0;
     ops_get(&e, err, 4);

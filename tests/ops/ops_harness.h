@@ -62,7 +62,6 @@ unsigned long long ops_tl_last(const unsigned long long *st, int n, int slot);
 /* ops_chain.c: the one-row product chain against the one-product kernels
  * (checked), and its decode layer timed against them (--chain). */
 void ops_chain(void);
-void ops_pflag(void);
 void ops_time_chain_kernel(void);
 /* ops_floor.c: one-row products' cost apart from their bytes (--floor). */
 void ops_floor(void);

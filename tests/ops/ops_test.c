@@ -182,7 +182,6 @@ int main(int argc, char **argv)
         ops_fused();
         ops_pair();
         ops_chain();
-        ops_pflag();
         ops_tiled();
         ops_refusals();
         printf("ops: %d passed, %d failed\n", ops_pass, ops_fail);

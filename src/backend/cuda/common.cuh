@@ -40,17 +40,6 @@ struct tern_cuda {
     int n_tiled, cap_tiled;
     unsigned long long *tl;  /* tern_cuda_set_timeline: per-block time stamps of one-row products (borrowed) */
     int tl_seq, tl_cap;
-    int pflag;               /* TERN_CUDA_PFLAG: one-row products on mma_flags.cu's free-running kernel, waiting
-                                for their part of x on the previous product's counters (1), or on the whole
-                                previous kernel (2); 0 mma_skinny.cu's kernel */
-    unsigned *fl_d;          /* the error word, then the flag slots (owned; made by the first pflag_begin) */
-    unsigned *fl_h;          /* pinned copy of the error word (owned) */
-    int fl_seq, fl_hi;       /* the pass's next slot; the most slots a pass has taken */
-    unsigned long ops;       /* work queued on the stream so far (every launch, copy and set) */
-    unsigned long fl_prev_ops; /* ops just after the last one-row product of mma_flags.cu, */
-    unsigned *fl_prev_out;   /* its counters (NULL: none), */
-    const float *fl_prev_y;  /* its output, */
-    int fl_prev_n, fl_prev_cpt; /* its columns and columns a tile */
     void *mma_tmp;           /* the GEMM path's scratch (owned), mma_tmp_bytes long */
     size_t mma_tmp_bytes;
     char desc[320];
@@ -62,9 +51,6 @@ struct tern_cuda {
  * has other K (tiled.cu). tiled_free frees the table (tern_cuda_close). */
 tern_status tiled_of(const tern_cuda *c, const void *w, int K, bool *tiled);
 void tiled_free(tern_cuda *c);
-
-/* The part flags' buffers (mma_flags.cu): freed by tern_cuda_close. */
-void pflag_free(tern_cuda *c);
 
 /* Records a CUDA error as a tern_status with the op's name. */
 static inline tern_status cuda_fail(cudaError_t e, const char *what)
@@ -142,7 +128,6 @@ template <typename... KArgs, typename... Args>
 static tern_status launch(tern_cuda *c, const char *what, void (*kernel)(KArgs...), dim3 grid, dim3 block,
                           size_t smem, Args... args)
 {
-    c->ops++;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;

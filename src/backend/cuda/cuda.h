@@ -379,23 +379,6 @@ tern_status tern_cuda_chain(tern_cuda *c, const tern_cuda_chain_prod *prods, int
                             unsigned *d_err);
 size_t tern_cuda_chain_sync_bytes(void);
 
-/* ---- part flags (mma_flags.cu) --------------------------------------------
- * With TERN_CUDA_PFLAG=1 each one-row product counts its written tiles by
- * the part of K of the product after it, and a one-row product whose x is
- * the output of the one-row product queued just before it waits for its
- * part of x only (the same bits). A pass's products take the context's
- * flag slots in order: tern_cuda_pflag_begin queues their zeroing (before
- * a pass's first product; outside a graph of the pass, or inside it);
- * tern_cuda_pflag_end queues the copy of the error word back (after the
- * last), and once the stream is synchronized tern_cuda_pflag_check reports
- * a wait that gave up. All three do nothing when the flags are off. 2 runs
- * the same kernel with whole-kernel waits, 0 (the default) the one-row
- * kernel of mma_skinny.cu. tern_cuda_set_pflag returns the previous mode. */
-tern_status tern_cuda_pflag_begin(tern_cuda *c);
-tern_status tern_cuda_pflag_end(tern_cuda *c);
-tern_status tern_cuda_pflag_check(tern_cuda *c);
-int tern_cuda_set_pflag(tern_cuda *c, int mode);
-
 /* ---- test data and bandwidth -------------------------------------------- */
 
 /* Fills n elements of dtype dt (F32/F16/BF16) with uniform values in

@@ -68,8 +68,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * small-batch kernel does not: the same trigger there made 32 rows
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
-    const char *pfl = getenv("TERN_CUDA_PFLAG");
-    c->pflag = pfl ? atoi(pfl) : 0;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
@@ -120,7 +118,6 @@ extern "C" void tern_cuda_close(tern_cuda *c)
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->mma_tmp) cudaFree(c->mma_tmp);
     tiled_free(c);
-    pflag_free(c);
     free(c);
 }
 
@@ -191,7 +188,6 @@ extern "C" void tern_cuda_free(tern_cuda *c, void *d)
 
 extern "C" tern_status tern_cuda_upload(tern_cuda *c, void *d_dst, const void *src, size_t bytes)
 {
-    c->ops++;
     CUDA_TRY(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload");
     CUDA_TRY(cudaStreamSynchronize(c->stream), "upload");
     return TERN_OK;
@@ -199,7 +195,6 @@ extern "C" tern_status tern_cuda_upload(tern_cuda *c, void *d_dst, const void *s
 
 extern "C" tern_status tern_cuda_download(tern_cuda *c, void *dst, const void *d_src, size_t bytes)
 {
-    c->ops++;
     CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
     CUDA_TRY(cudaStreamSynchronize(c->stream), "download");
     return TERN_OK;
@@ -207,7 +202,6 @@ extern "C" tern_status tern_cuda_download(tern_cuda *c, void *dst, const void *d
 
 extern "C" tern_status tern_cuda_upload_async(tern_cuda *c, void *d_dst, const void *src, size_t bytes)
 {
-    c->ops++;
     CUDA_TRY(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload");
     return TERN_OK;
 }
@@ -229,21 +223,18 @@ extern "C" void tern_cuda_host_free(tern_cuda *c, void *p)
 
 extern "C" tern_status tern_cuda_memset(tern_cuda *c, void *d, int value, size_t bytes)
 {
-    c->ops++;
     CUDA_TRY(cudaMemsetAsync(d, value, bytes, c->stream), "memset");
     return TERN_OK;
 }
 
 extern "C" tern_status tern_cuda_copy(tern_cuda *c, void *d_dst, const void *d_src, size_t bytes)
 {
-    c->ops++;
     CUDA_TRY(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, c->stream), "device copy");
     return TERN_OK;
 }
 
 extern "C" tern_status tern_cuda_download_async(tern_cuda *c, void *dst, const void *d_src, size_t bytes)
 {
-    c->ops++;
     CUDA_TRY(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
     return TERN_OK;
 }
@@ -354,7 +345,6 @@ extern "C" tern_status tern_cuda_read_bw(tern_cuda *c, const void *d_src, size_t
 {
     int sms = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->device), "device attribute");
-    c->ops++;
     read_bw_kernel<<<(sms * 8 > 4096 ? 4096 : sms * 8), 256, 0, c->stream>>>((const uint4 *)d_src, bytes / 16, d_sink);
     return launched("read bandwidth");
 }
@@ -381,7 +371,6 @@ extern "C" tern_status tern_cuda_fill_random(tern_cuda *c, void *d, long n, tern
         return tern_error(TERN_E_UNSUPPORTED, "cuda fill_random: dtype %s", tern_dtype_name(dt));
     if (n <= 0) return TERN_OK;
     long b = (n + 255) / 256;
-    c->ops++;
     fill_random_kernel<<<(unsigned)(b > 65536 ? 65536 : b), 256, 0, c->stream>>>(d, n, dt, seed, scale);
     return launched("fill_random");
 }

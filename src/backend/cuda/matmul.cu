@@ -59,7 +59,6 @@ extern "C" tern_status tern_cuda_matmul(tern_cuda *c, tern_cuda_act act, tern_cu
                                 (__nv_bfloat16 *)d_tmp, n);
         if (st) return st;
         float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-        c->ops++;
         cublasStatus_t bs = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, d_w, CUDA_R_16BF, K,
                                          d_tmp, CUDA_R_16BF, K, &beta, d_y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT);

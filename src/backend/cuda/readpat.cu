@@ -64,7 +64,6 @@ extern "C" tern_status tern_cuda_readpat(tern_cuda *c, const void *d_w, long N, 
         return tern_error(TERN_E_INVALID, "cuda readpat: N %ld (a multiple of 8), K %d (of %d), layout %d (0 or 1)", N, K,
                           32 * RP_WARPS * RP_U, layout);
     dim3 grid((unsigned)(c->sms * 2)), block(32 * RP_WARPS);
-    c->ops++;
     if (layout == 0) readpat_kernel<0><<<grid, block, 0, c->stream>>>((const char *)d_w, N, K, d_sink);
     else readpat_kernel<1><<<grid, block, 0, c->stream>>>((const char *)d_w, N, K, d_sink);
     return launched("readpat");

@@ -132,7 +132,6 @@ extern "C" tern_status tern_cuda_tile_weights(tern_cuda *c, const tern_cuda_tile
         for (long r0 = 0; r0 < N && !st; r0 += rows) {
             long m = N - r0 < rows ? N - r0 : rows;
             uint16_t *wr = (uint16_t *)rq[i].d_w + r0 * K;
-            c->ops += 2;
             cudaError_t e = cudaMemcpyAsync(tmp, wr, (size_t)m * K * 2, cudaMemcpyDeviceToDevice, c->stream);
             if (e != cudaSuccess) st = cuda_fail(e, "tiled weights: copy");
             else tile_kernel<<<c->sms * 8, 256, 0, c->stream>>>((const uint4 *)tmp, (uint4 *)wr, m, K);
