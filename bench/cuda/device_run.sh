@@ -5,7 +5,8 @@
 # (plus ../shared's fixtures/models under .dev/cuda/shared when ../shared is not there).
 # Usage: bash .dev/cuda/tree/bench/cuda/device_run.sh PHASE...   (after unpacking, or
 #        bash bench/cuda/device_run.sh PHASE... in a checkout that has the bundle)
-# Phases: ops (op harness), opstime (its kernel timings), chain (ops_test --chain: a decode layer's
+# Phases: ops (op harness), opstime (its kernel timings), floor (ops_test --floor: a one-row product's cost
+# apart from its bytes), chain (ops_test --chain: a decode layer's
 # products as four kernels and as one chain kernel (chain.cu) in its forms, beside the read bandwidth, then
 # in sequence under the one-row kernel's modes), ktrace (the decode graph's kernels on the
 # critical path, through CUPTI: bench/ktrace/ktrace.c, ktrace_summary.py; trace into $OUT), fwd (GPU forward test), parity (fixture parity
@@ -16,7 +17,8 @@
 # batchbench (tern bench --batch 1,8,32,64), batchsteady (the same with 1024 tokens a request, so that
 # every row decodes together for a while: "all rows decoding" is the aggregate decode), benchcuda (build/bench_cuda),
 # benchab (tern bench under each environment of the ;-separated list AB,
-# by default: defaults, then each decode-pass feature off in turn:
+# by default: defaults, then each decode-pass feature off in turn; with CLOCKS=1 the SM clock and power are
+# sampled while they run:
 # TERN_CUDA_GRAPH=0, TERN_CUDA_FUSE=0, TERN_CUDA_SUMMARY=0, all three, defaults
 # again), prof (TERN_CUDA_PROF=1: device time per class of op, decode), gguf (the same weights as
 # an F16 GGUF for llama.cpp, /tmp/q8b-f16.gguf; needs gguf-py from llama.cpp's tree in $D/gguf-py),
@@ -57,6 +59,7 @@ for ph in "$@"; do
   ops) timeout 300 "$D/bin/ops_test" >"$OUT/ops.log" 2>&1; echo "rc=$?"; grep -v '^PASS' "$OUT/ops.log" | tail -8 ;;
   opstime) timeout 300 "$D/bin/ops_test" --time >"$OUT/ops_time.log" 2>&1; echo "rc=$?"; grep -iE "gemv|matmul|gate|M=" "$OUT/ops_time.log" | head -40 ;;
   readpat) timeout 120 "$D/bin/ops_test" --readpat 2>&1 | grep -E "^readpat|skipped" ;;
+  floor) timeout 120 "$D/bin/ops_test" --floor 2>&1 | grep -vE "^PASS" ;;
   chain) timeout 200 "$D/bin/ops_test" --chain 2>&1 | grep -E "^--|^decode|^read|^chain|skipped" ;;
   ktrace) [ -f "$D/lib/libktrace.so" ] || { echo "no $D/lib/libktrace.so (bundle built without CUPTI)"; continue; }
     CUDA_INJECTION64_PATH=$PWD/$D/lib/libktrace.so TERN_KTRACE=$OUT/ktrace.tsv timeout 150 "$T" bench --device cuda \
@@ -74,10 +77,20 @@ for ph in "$@"; do
   batchsteady) "$T" bench --device cuda --model /tmp/q8b --prompt-tokens 16 --gen-tokens 1024 --reps 1 --batch 1,8,32,64 2>&1 | grep -E "^batch" ;;
   benchcuda) "$D/bin/bench_cuda" 2>&1 | tail -12 ;;
   benchab) IFS=';' read -ra vs <<<"${AB:-;TERN_CUDA_GRAPH=0;TERN_CUDA_FUSE=0;TERN_CUDA_SUMMARY=0;TERN_CUDA_GRAPH=0 TERN_CUDA_FUSE=0 TERN_CUDA_SUMMARY=0;}"
+    if [ -n "$CLOCKS" ]; then
+      nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw --format=csv,noheader -lms 200 >"$OUT/clocks.log" &
+      CP=$!
+    fi
     for e in "${vs[@]}"; do
       pick "$e"
       env $v TERN_CUDA_STATS=1 timeout 150 "$b" bench --device cuda --model /tmp/q8b --prompt-tokens 512 --gen-tokens 128 --reps 3 2>&1 | tail -5
-    done ;;
+    done
+    if [ -n "$CLOCKS" ]; then
+      kill "$CP"
+      echo "SM clock while the entries ran (samples every 200 ms; the highest power drawn):"
+      cut -d, -f1 "$OUT/clocks.log" | sort | uniq -c | sort -rn | head -5
+      cut -d, -f3 "$OUT/clocks.log" | sort -n | tail -1
+    fi ;;
   gguf) PYTHONPATH=$PWD/$D/gguf-py python3 "$TREE/bench/cuda/gen_qwen3_8b_gguf.py" /tmp/q8b /tmp/q8b-f16.gguf 2>&1 | tail -2 ;;
   llamabench) [ -d "$D/llama" ] || tar -xJf "$D/llama.tar.xz" -C "$D"
     # llama.cpp links cuBLAS, cudart and NCCL dynamically: take them from wherever the machine has them.
