@@ -290,4 +290,73 @@ __device__ __forceinline__ void attn_fold(const float *__restrict__ part, int t,
     }
 }
 
+/* The fold spread over the group's split blocks (TERN_CUDA_FOLD_SPREAD):
+ * once every split's record is written, block s of the ns folds outputs
+ * [s G hd / ns, (s + 1) G hd / ns) of the G heads, reading every head's
+ * maxima and sums and its outputs' values in one round. The scan and the
+ * steps are attn_fold's (one chunk: the running max does not depend on
+ * chunks), so the bits are the same. scratch: 4 G ns + G hd + ns floats
+ * of shared memory at most. Called by the whole block after every
+ * record is visible. */
+template <int hd>
+__device__ __forceinline__ void attn_fold_spread(const float *__restrict__ part, int t, int kvh, int G, int n_heads,
+                                                 int max_splits, int ns, int s, float *scratch,
+                                                 float *__restrict__ out)
+{
+    int tid = threadIdx.x, lane = tid & 31;
+    long gstride = (long)max_splits * (hd + 2);
+    const float *p0 = part + ((long)t * n_heads + kvh * G) * gstride;
+    int total = G * hd, lo = (int)((long)s * total / ns), n = (int)((long)(s + 1) * total / ns) - lo;
+    float *ms = scratch, *ls = ms + G * ns, *as = ls + G * ns, *bs = as + G * ns, *vals = bs + G * ns;
+    for (int i = tid; i < G * ns; i += ATT_THREADS) {
+        int g = i / ns, j = i - g * ns;
+        const float *p = p0 + g * gstride + (long)j * (hd + 2) + hd;
+        ms[i] = __ldcg(p);
+        ls[i] = __ldcg(p + 1);
+    }
+    /* vals[j n + i]: split j's value of output lo + i */
+    for (int i = tid; i < n * ns; i += ATT_THREADS) {
+        int j = i / n, o = lo + i - j * n, g = o / hd, d = o - g * hd;
+        vals[i] = __ldcg(p0 + g * gstride + (long)j * (hd + 2) + d);
+    }
+    __syncthreads();
+    for (int g = tid >> 5; g < G; g += ATT_THREADS / 32) {
+        float carry = -INFINITY;
+        for (int i0 = 0; i0 < ns; i0 += 32) {
+            int i = i0 + lane;
+            float m = i < ns ? ms[g * ns + i] : -INFINITY, run = m;
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                float v = __shfl_up_sync(0xffffffffu, run, off);
+                if (lane >= off) run = fmaxf(run, v);
+            }
+            run = fmaxf(run, carry);
+            float prev = __shfl_up_sync(0xffffffffu, run, 1);
+            if (lane == 0) prev = carry;
+            if (i < ns) {
+                as[g * ns + i] = expf(prev - run);
+                bs[g * ns + i] = expf(m - run);
+            }
+            carry = __shfl_sync(0xffffffffu, run, 31);
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < n; i += ATT_THREADS) {
+        int o = lo + i, g = o / hd, d = o - g * hd;
+        const float *ag = as + g * ns, *bg = bs + g * ns, *lg = ls + g * ns;
+        float l = 0.0f, v = 0.0f;
+        for (int j = 0; j < ns; j++) {
+            l = attn_fold_step(l, ag[j], bg[j], lg[j]);
+            v = attn_fold_step(v, ag[j], bg[j], vals[j * n + i]);
+        }
+        out[((long)t * n_heads + kvh * G + g) * hd + d] = v / l;
+    }
+}
+
+/* Shared memory (floats) attn_fold_spread needs at most. */
+__host__ __device__ constexpr size_t att_spread_floats(int G, int hd, int ns)
+{
+    return 4 * (size_t)G * ns + (size_t)G * hd + ns;
+}
+
 #endif
