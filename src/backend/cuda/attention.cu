@@ -216,43 +216,15 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_split_kernel(const tern_cuda
         }
     }
     /* The last split block of this (query, kv head) folds all splits
-     * (attn_fold; 2: every block a slice, attn_fold_spread), unless a
-     * separate launch folds them (fold 0). */
+     * (attn_fold), unless a separate launch folds them (fold 0). */
     TL_STAMP(g_att_tl, ATT_BLOCK, 4);
     TL_INFO(g_att_tl, ATT_BLOCK, 1ull | ATT_GRID);
     if (FV == 0 || !fold) return;
     int ns = (vis + S - 1) / S;
     __threadfence();
     __syncthreads();
-    if (fold == 2) {
-        /* every block of the group waits for all ns records (the launch
-         * made sure the grid is resident at once), folds its slice, and the
-         * last to leave zeroes the pair of counters */
-        unsigned *cnt = counters + 2 * ((long)t * n_kv_heads + kvh);
-        if (tid == 0) {
-            atomicAdd(cnt, 1u);
-            unsigned v;
-            unsigned long long t0 = 0;
-            for (;;) {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
-                if (v >= (unsigned)ns) break;
-                unsigned long long now = dev_clock_ns();
-                if (!t0) t0 = now;
-                else if (now - t0 > 2000000000ull) break; /* cannot happen with the grid resident */
-                __nanosleep(32);
-            }
-        }
-        __syncthreads();
-        __threadfence();
-        attn_fold_spread<hd>(part, t, kvh, G, n_heads, max_splits, ns, s, ks, out);
-        if (tid == 0 && atomicAdd(cnt + 1, 1u) == (unsigned)ns - 1) {
-            cnt[0] = 0u;
-            cnt[1] = 0u;
-        }
-        return;
-    }
     if (tid == 0) {
-        unsigned *cnt = counters + 2 * ((long)t * n_kv_heads + kvh);
+        unsigned *cnt = counters + (long)t * n_kv_heads + kvh;
         unsigned done = atomicAdd(cnt, 1u);
         is_last = done == (unsigned)ns - 1;
         if (is_last) *cnt = 0;
@@ -304,7 +276,7 @@ extern "C" size_t tern_cuda_attention_tmp_bytes(int total_q, int max_len, int n_
 
 extern "C" size_t tern_cuda_attention_count_bytes(int total_q, int n_kv_heads)
 {
-    return (size_t)total_q * n_kv_heads * 2 * sizeof(unsigned);
+    return (size_t)total_q * n_kv_heads * sizeof(unsigned);
 }
 
 extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_row *d_rows, const int *d_tok_row,
@@ -339,15 +311,9 @@ extern "C" tern_status tern_cuda_attention(tern_cuda *c, const tern_cuda_attn_ro
                  "attention shared memory");
         smem_set[ki][fv] = smem;
     }
-    /* TERN_CUDA_FOLD_SPREAD: the blocks of a (query, kv head) fold a slice
-     * each (attn_fold_spread, the same bits) when the grid fits on the
-     * device at once, at half its room: they wait for each other. */
-    bool spread = !apart && c->fold_spread &&
-                  (long)ns * n_kv_heads * total_q <=
-                      (long)c->sms * blocks_per_sm((const void *)kern, ATT_THREADS, smem) / 2;
     tern_status st = launch(c, "attention", kern, dim3(ns, n_kv_heads, total_q), dim3(ATT_THREADS), smem, d_rows,
                             d_tok_row, ns, n_heads, n_kv_heads, scale, d_q, ldq, (float *)d_part, d_count, d_out,
-                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : spread ? 2 : 1);
+                            (c->trigger & 4) != 0, pro ? *pro : none, pro != NULL, apart ? 0 : 1);
     if (st || !apart) return st;
     void (*fold)(const tern_cuda_attn_row *, const int *, int, int, const float *, float *) =
         head_dim == 16    ? attn_fold_kernel<16>
