@@ -68,6 +68,8 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * small-batch kernel does not: the same trigger there made 32 rows
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
+    const char *se = getenv("TERN_CUDA_SKEARLY");
+    c->sk_early = se ? atoi(se) : 0;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");

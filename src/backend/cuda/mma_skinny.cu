@@ -32,6 +32,7 @@ struct sk_args {
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
     int trig; /* the one-row kernel: launch the next kernel at the start (1) or at the block's last tile (2) */
+    int early; /* the one-row kernel: the first tile's second weight batch loaded right after the wait, before (1) or after (2) the first x loads */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -112,12 +113,12 @@ __device__ __forceinline__ sk_warp sk_start(const sk_args &a, const uint16_t *(&
  * kernels. */
 template <int NMAT, int U, class STEP, bool TILED = false>
 __device__ __forceinline__ int sk_stream(const sk_args &a, const sk_warp &w, const uint16_t *(&wr)[NMAT],
-                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step)
+                                         uint4 (&bA)[U][NMAT], uint4 (&bB)[U][NMAT], STEP step, bool b_in = false)
 {
     const int kb0 = w.kb0, len = w.len, nfull = w.nfull;
     int kb = kb0;
     for (int b = 0; b < nfull; b += 2, kb += 2 * U) {
-        if (b + 1 < nfull) sk_load<NMAT, U, TILED>(bB, wr, kb + U, U);
+        if (b + 1 < nfull && !(b_in && b == 0)) sk_load<NMAT, U, TILED>(bB, wr, kb + U, U);
         step(bA, kb, U);
         if (b + 2 < nfull) sk_load<NMAT, U, TILED>(bA, wr, kb + 2 * U, U);
         if (b + 1 < nfull) step(bB, kb + U, U);
@@ -315,11 +316,16 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #ifdef TERN_CUDA_TIMELINE
     int ndone = 0;
 #endif
+    /* early: the first tile's second batch (what sk_stream's first step
+     * would load) in flight while x is read and split */
+    bool b_in = a.early && w.tile < ntiles && w.nfull >= 2;
+    if (b_in && a.early == 1) sk_load<NMAT, U, TILED>(bB, wr, kb0 + U, U);
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
         float v[8];
         mma_load8(a.x + k, v);
+        if (b_in && a.early == 2 && kb == kb0 + g) sk_load<NMAT, U, TILED>(bB, wr, kb0 + U, U);
         uint32_t h[4], l[4];
         mma_prep8<LO, NORM>(v, a.nw, k, h, l);
         sx4[2 * (4 * kb + t)] = make_uint4(h[0], h[1], h[2], h[3]);
@@ -366,7 +372,8 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                     }
                 }
         };
-        int next = sk_stream<NMAT, U, decltype(step), TILED>(a, w, wr, bA, bB, step);
+        int next = sk_stream<NMAT, U, decltype(step), TILED>(a, w, wr, bA, bB, step, b_in);
+        b_in = false;
         if (g == 0) {
 #pragma unroll
             for (int j = 0; j < NMAT; j++) {
@@ -428,6 +435,7 @@ static tern_status sx_launch(tern_cuda *c, const sk_args &a)
     size_t smem = sx_smem(a.K);
     sk_args b = a;
     b.trig = c->sk_trig;
+    b.early = c->sk_early;
 #ifdef TERN_CUDA_TIMELINE
     b.tl = NULL;
     if (c->tl && c->tl_seq < c->tl_cap)
