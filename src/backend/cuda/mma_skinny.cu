@@ -32,7 +32,7 @@ struct sk_args {
      * y[4t + c] = silu(gate) * up for c < 4. */
     int ilv;
     int trig; /* the one-row kernel: launch the next kernel at the start (1) or at the block's last tile (2) */
-    int early; /* the one-row kernel: the first tile's second weight batch loaded right after the wait, before (1) or after (2) the first x loads */
+    int early; /* the one-row kernel: the first tile's second weight batch loaded right after the wait, before (1) or after the first (2) or the last (3) x loads */
 #ifdef TERN_CUDA_TIMELINE
     unsigned long long *tl; /* this launch's stamps (tern_cuda_set_timeline), or NULL */
 #endif
@@ -318,14 +318,15 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 #endif
     /* early: the first tile's second batch (what sk_stream's first step
      * would load) in flight while x is read and split */
-    bool b_in = a.early && w.tile < ntiles && w.nfull >= 2;
+    bool b_in = a.early && w.tile < ntiles && w.nfull >= 2 && (a.early == 1 || len > g);
     if (b_in && a.early == 1) sk_load<NMAT, U, TILED>(bB, wr, kb0 + U, U);
     /* The warp's part of x: lane (g, t) splits blocks kb0 + g, + 8, ... */
     for (int kb = kb0 + g; kb < kb0 + len; kb += 8) {
         int k = kb * MMA_KB + 8 * t;
         float v[8];
         mma_load8(a.x + k, v);
-        if (b_in && a.early == 2 && kb == kb0 + g) sk_load<NMAT, U, TILED>(bB, wr, kb0 + U, U);
+        if (b_in && ((a.early == 2 && kb == kb0 + g) || (a.early == 3 && kb + 8 >= kb0 + len)))
+            sk_load<NMAT, U, TILED>(bB, wr, kb0 + U, U);
         uint32_t h[4], l[4];
         mma_prep8<LO, NORM>(v, a.nw, k, h, l);
         sx4[2 * (4 * kb + t)] = make_uint4(h[0], h[1], h[2], h[3]);
