@@ -200,6 +200,20 @@ void ops_linear(void)
         gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
         tern_cuda_set_sk_x(ops_cuda, was);
     }
+    /* When the one-row kernel loads its first tile's second weight batch
+     * (the default, 3, ran above): in the tile loop, before x, after a
+     * warp's first x loads; rows alone against the batched kernels, bit
+     * for bit, at widths of one and several tiles a block. */
+    for (int mode = 0; mode < 3; mode++) {
+        int was = tern_cuda_set_sk_early(ops_cuda, mode);
+        printf("(one-row kernel, second batch mode %d)\n", mode);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
+        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0); /* empty parts */
+        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 4096, 130);
+        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 2, 4096, 12288);
+        tern_cuda_set_sk_early(ops_cuda, was);
+    }
     /* K = 16384: 64 KiB of x in the one-row kernel's shared memory */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
     /* The decode shapes' widths: several tiles a block (a wave is 2 blocks

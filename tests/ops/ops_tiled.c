@@ -147,5 +147,16 @@ void ops_tiled(void)
     tiled_case(T_PAIR_NORM, 12288, 4096, gemm_gu_ms);
     tiled_case(T_ACC, 4096, 12288, gemm_acc_ms);
     tern_cuda_set_wgmma(ops_cuda, was);
+    /* the one-row kernel's other times for its first tile's second batch
+     * (the default, 3, ran above) over the decode shapes, one row */
+    static const int one_ms[] = {1, 0};
+    for (int mode = 0; mode < 3; mode++) {
+        was = tern_cuda_set_sk_early(ops_cuda, mode);
+        tiled_case(T_PLAIN, 4096, 4096, one_ms);
+        tiled_case(T_ACC, 4096, 12288, one_ms);
+        tiled_case(T_NORM, 6144, 4096, one_ms);
+        tiled_case(T_PAIR_NORM, 12288, 4096, one_ms);
+        tern_cuda_set_sk_early(ops_cuda, was);
+    }
     tiled_edges();
 }

@@ -60,6 +60,14 @@ int tern_cuda_set_wgmma(tern_cuda *c, int mode);
  * twice the loads in flight, gate/up at 3 (the same bits); TERN_CUDA_SKX
  * sets it at open. Returns the previous mode. */
 int tern_cuda_set_sk_x(tern_cuda *c, int mode);
+/* When the one-row kernel (x prepared once per block) loads its first
+ * tile's second weight batch: 0 in the tile loop, after x is prepared; 1
+ * right after the wait for the previous kernel, before x; 2 after a warp's
+ * first x loads; 3 (the default) after its last x loads, so that the batch
+ * streams while x is split and the norm's sum formed. Only when the loads
+ * are issued changes: the same bits. TERN_CUDA_SKEARLY sets it at open.
+ * Returns the previous mode. */
+int tern_cuda_set_sk_early(tern_cuda *c, int mode);
 /* The attention prologue (tern_cuda_qkv_rope_store) with each head in a
  * warp's registers, its row, table row and norm weight read before the
  * wait for the previous kernel (head_dim 64, 128 or 256 with rope over the

@@ -69,7 +69,10 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
     const char *se = getenv("TERN_CUDA_SKEARLY");
-    c->sk_early = se ? atoi(se) : 0;
+    /* 3: H100, Qwen3-8B shape, decode 5.567-5.576 against 5.615-5.630 ms
+     * a token (1: 5.742-5.746, 2: 5.603-5.612), interleaved in two calls
+     * (docs/BENCHMARKS.md) */
+    c->sk_early = se ? atoi(se) : 3;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");
@@ -162,6 +165,13 @@ extern "C" int tern_cuda_set_sk_x(tern_cuda *c, int mode)
 {
     int was = c->sk_x;
     c->sk_x = mode;
+    return was;
+}
+
+extern "C" int tern_cuda_set_sk_early(tern_cuda *c, int mode)
+{
+    int was = c->sk_early;
+    c->sk_early = mode;
     return was;
 }
 
