@@ -27,7 +27,6 @@ struct tern_cuda {
     int mma;                 /* TERN_CUDA_MMA (default 1): bf16 products on the tensor cores (mma.cuh) */
     int fold_splits;         /* TERN_CUDA_FOLD_SPLITS (default 32): past that many splits the decode attention's fold is a launch of its own; 0 never */
     int sk_trig;             /* TERN_CUDA_SKTRIG: one-row products let the next kernel launch at their start (1), at each block's last tile (2, the default) or when they end (0) */
-    int sk_ssq;              /* TERN_CUDA_SKSSQ: one-row products with a folded norm form its sum of squares in their first tile's steps (1), not before them (0, the default) */
     int sk_early;            /* TERN_CUDA_SKEARLY: one-row products load their first tile's second weight batch right after the wait, before (1) or after the first (2) or the last (3) x loads (the default); 0 in the tile loop */
     int sk_x;                /* TERN_CUDA_SKX (default 5): 2-5 runs one-row products with x prepared once per block, 0 the register-buffered kernel */
     int gu_ilv;              /* TERN_CUDA_GU_ILV (default 1): one-row SwiGLU pairs as one matrix of interleaved gate / up rows (mma_skinny.cu) */

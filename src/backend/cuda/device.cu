@@ -73,8 +73,6 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * a token (1: 5.742-5.746, 2: 5.603-5.612), interleaved in two calls
      * (docs/BENCHMARKS.md) */
     c->sk_early = se ? atoi(se) : 3;
-    const char *sq = getenv("TERN_CUDA_SKSSQ");
-    c->sk_ssq = sq ? atoi(sq) : 0;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
     const char *fs = getenv("TERN_CUDA_FOLD_SPLITS");

@@ -297,7 +297,7 @@ enum { SX_MAX_SMEM = 96 * 1024 };
 
 static size_t sx_smem(int K) { return (size_t)(K / MMA_KB) * 4 * 2 * sizeof(uint4); }
 
-template <bool LO, int NMAT, bool NORM, int U, int MINB, bool TILED = false, bool SSQ = false>
+template <bool LO, int NMAT, bool NORM, int U, int MINB, bool TILED = false>
 __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
 {
     __shared__ float part[NMAT][MMA_PARTS][8];
@@ -335,10 +335,7 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     /* the norm's sum of squares: lane t of row 0 over the part's blocks in
      * order, e = 0..7 (the other kernel's order; zero rows give 0) */
     float ss = 0.0f;
-    /* ssq_steps: formed instead in the first tile's steps, block by block
-     * in the same order, beside its tensor-core steps */
-    bool ssq_steps = NORM && SSQ;
-    if (NORM && g == 0 && !ssq_steps) {
+    if (NORM && g == 0) {
         for (int kb = kb0; kb < kb0 + len; kb++) {
             float v[8];
             mma_load8(a.x + kb * MMA_KB + 8 * t, v);
@@ -374,22 +371,9 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
                         const uint32_t b[4] = {buf[u][j].x, buf[u][j].y, buf[u][j].z, buf[u][j].w};
                         mma_block<LO>(acc[j], ah, al, b);
                     }
-                    if (NORM && ssq_steps && g == 0) {
-                        float v[8];
-                        const float *p = a.x + (kb + u) * MMA_KB + 8 * t;
-                        /* volatile: each block's loads where its sum is formed
-                         * (not hoisted: registers) */
-                        asm volatile("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];"
-                                     : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(p));
-                        asm volatile("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];"
-                                     : "=f"(v[4]), "=f"(v[5]), "=f"(v[6]), "=f"(v[7]) : "l"(p + 4));
-#pragma unroll
-                        for (int e = 0; e < 8; e++) ss = fmaf(v[e], v[e], ss);
-                    }
                 }
         };
         int next = sk_stream<NMAT, U, decltype(step), TILED>(a, w, wr, bA, bB, step, b_in);
-        ssq_steps = false;
         b_in = false;
         if (g == 0) {
 #pragma unroll
@@ -442,12 +426,10 @@ __global__ void __launch_bounds__(SK_THREADS, MINB) sk_one_kernel(sk_args a)
     TL_INFO(a.tl, blockIdx.x, dev_smid() | (unsigned long long)ndone << 16 | (unsigned long long)gridDim.x << 32);
 }
 
-template <bool LO, int NMAT, bool NORM, bool TILED, int MINB, int U = NMAT == 1 ? 4 : 2, bool SSQ = false>
+template <bool LO, int NMAT, bool NORM, bool TILED, int MINB, int U = NMAT == 1 ? 4 : 2>
 static tern_status sx_launch(tern_cuda *c, const sk_args &a)
 {
-    if constexpr (NORM && !SSQ && U == 8)
-        if (c->sk_ssq) return sx_launch<LO, NMAT, NORM, TILED, MINB, U, true>(c, a);
-    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB, TILED, SSQ>;
+    auto kern = sk_one_kernel<LO, NMAT, NORM, U, MINB, TILED>;
     static int ready;
     tern_status st = smem_limit_once((const void *)kern, SX_MAX_SMEM, &ready, "one-row product smem");
     if (st) return st;
