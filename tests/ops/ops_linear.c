@@ -138,6 +138,32 @@ static void gate_up_case(tern_dtype wdt, tern_cuda_act act, int M, int K, int F)
     free(x); free(wg); free(wu); free(g); free(u); free(got); free(sg); free(su); free(hg); free(hu);
 }
 
+/* A one-row kernel case: a product (gate_up 0: N outputs, acc its
+ * residual add) or a SwiGLU pair (gate_up 1: N = F). */
+struct one_row_case {
+    int gate_up;
+    tern_cuda_act act;
+    int M, K, N, acc;
+};
+
+/* Each case under each of n modes of a one-row kernel setting (set:
+ * tern_cuda_set_sk_x or tern_cuda_set_sk_early, restored after), rows
+ * alone against the batched kernels, bit for bit. */
+static void one_row_modes(int (*set)(tern_cuda *, int), const char *what, const int *modes, int n,
+                          const struct one_row_case *cs, int nc)
+{
+    for (int i = 0; i < n; i++) {
+        int was = set(ops_cuda, modes[i]);
+        printf("(one-row kernel, %s %d)\n", what, modes[i]);
+        for (int j = 0; j < nc; j++) {
+            const struct one_row_case *c = &cs[j];
+            if (c->gate_up) gate_up_case(TERN_DT_BF16, c->act, c->M, c->K, c->N);
+            else matmul_case(TERN_DT_BF16, c->act, TERN_CUDA_MM_OWN, c->M, c->K, c->N, c->acc);
+        }
+        set(ops_cuda, was);
+    }
+}
+
 void ops_linear(void)
 {
     static const tern_dtype dts[] = {TERN_DT_BF16, TERN_DT_F16, TERN_DT_F32};
@@ -186,34 +212,24 @@ void ops_linear(void)
     /* The one-row kernel's other modes (the default, 5: x prepared once per
      * block, o, down and the head at 2 blocks a multiprocessor with twice
      * the loads in flight, ran above): 2, 3 and 4 blocks, and 0 the
-     * register-buffered kernel; rows alone against the batched kernels,
-     * bit for bit (K up to 12288: 48 KB of x). */
-    static const int modes[] = {0, 2, 3, 4};
-    for (int i = 0; i < 4; i++) {
-        int mode = modes[i], was = tern_cuda_set_sk_x(ops_cuda, mode);
-        printf("(one-row kernel mode %d: %s)\n", mode, mode ? "x prepared once per block" : "register-buffered");
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, TERN_CUDA_MM_OWN, 16, 256, 64, 0);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 40, 0);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0); /* empty parts */
-        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 7, 256, 64);
-        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 3, 4096, 130);
-        tern_cuda_set_sk_x(ops_cuda, was);
-    }
+     * register-buffered kernel (K up to 12288: 48 KB of x). */
+    static const int x_modes[] = {0, 2, 3, 4};
+    static const struct one_row_case x_cases[] = {
+        {0, TERN_CUDA_ACT_F32, 5, 4096, 1030, 1}, {0, TERN_CUDA_ACT_BF16, 16, 256, 64, 0},
+        {0, TERN_CUDA_ACT_F32, 2, 12288, 40, 0},  {0, TERN_CUDA_ACT_F32, 3, 96, 9, 0}, /* empty parts */
+        {1, TERN_CUDA_ACT_F32, 7, 256, 64, 0},    {1, TERN_CUDA_ACT_BF16, 3, 4096, 130, 0},
+    };
+    one_row_modes(tern_cuda_set_sk_x, "mode", x_modes, 4, x_cases, 6);
     /* When the one-row kernel loads its first tile's second weight batch
      * (the default, 3, ran above): in the tile loop, before x, after a
-     * warp's first x loads; rows alone against the batched kernels, bit
-     * for bit, at widths of one and several tiles a block. */
-    for (int mode = 0; mode < 3; mode++) {
-        int was = tern_cuda_set_sk_early(ops_cuda, mode);
-        printf("(one-row kernel, second batch mode %d)\n", mode);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 5, 4096, 1030, 1);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 12288, 4096, 1);
-        matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 3, 96, 9, 0); /* empty parts */
-        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, 3, 4096, 130);
-        gate_up_case(TERN_DT_BF16, TERN_CUDA_ACT_BF16, 2, 4096, 12288);
-        tern_cuda_set_sk_early(ops_cuda, was);
-    }
+     * warp's first x loads; at widths of one and several tiles a block. */
+    static const int early_modes[] = {0, 1, 2};
+    static const struct one_row_case early_cases[] = {
+        {0, TERN_CUDA_ACT_F32, 5, 4096, 1030, 1}, {0, TERN_CUDA_ACT_F32, 2, 12288, 4096, 1},
+        {0, TERN_CUDA_ACT_F32, 3, 96, 9, 0}, /* empty parts */
+        {1, TERN_CUDA_ACT_F32, 3, 4096, 130, 0},  {1, TERN_CUDA_ACT_BF16, 2, 4096, 12288, 0},
+    };
+    one_row_modes(tern_cuda_set_sk_early, "second batch mode", early_modes, 3, early_cases, 5);
     /* K = 16384: 64 KiB of x in the one-row kernel's shared memory */
     matmul_case(TERN_DT_BF16, TERN_CUDA_ACT_F32, TERN_CUDA_MM_OWN, 2, 16384, 24, 0);
     /* The decode shapes' widths: several tiles a block (a wave is 2 blocks
