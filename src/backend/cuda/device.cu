@@ -69,9 +69,10 @@ extern "C" tern_status tern_cuda_open(int device, tern_cuda **out)
      * decode at 2117 against 2342 tok/s. */
     c->sk_trig = str ? atoi(str) : 2;
     const char *se = getenv("TERN_CUDA_SKEARLY");
-    /* 3: H100, Qwen3-8B shape, decode 5.567-5.576 against 5.615-5.630 ms
-     * a token (1: 5.742-5.746, 2: 5.603-5.612), interleaved in two calls
-     * (docs/BENCHMARKS.md) */
+    /* 3: H100, Qwen3-8B shape, decode 5.488-5.576 against 5.539-5.630 ms
+     * a token for 0, interleaved in four calls (1: 5.742-5.746, 2:
+     * 5.603-5.612; docs/BENCHMARKS.md). 1 and 2 stay selectable: no H200
+     * has measured any mode. */
     c->sk_early = se ? atoi(se) : 3;
     const char *ilv = getenv("TERN_CUDA_GU_ILV");
     c->gu_ilv = ilv ? atoi(ilv) : 1;
